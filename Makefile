@@ -3,7 +3,10 @@
 #
 #   make                 build ./src/valkey-server and friends
 #   make test            what CI runs: unit tests, then the Tcl suite (see TEST_ARGS)
-#   make test-unit       our cmocka tests and upstream's valkey-unit-tests
+#   make test-unit       our cmocka tests (also under ASan and UBSan) and
+#                        upstream's valkey-unit-tests
+#   make fuzz            the engine's differential fuzzer (FUZZ_SECONDS=600)
+#   make bench-engine    the engine's memory and speed figures
 #   make upstream        the unpatched reference build, in build/upstream
 #   make patches         export edits made in build/valkey to patches/
 #   make check-patches   fail when build/valkey holds edits patches/ lacks
@@ -51,6 +54,7 @@ test: test-unit test-tcl
 test-unit: all test-deps
 	+$(MAKE) -C $(TREE)/src -j$(JOBS) valkey-unit-tests
 	cd $(TREE)/src && ./valkey-unit-tests
+	+$(MAKE) test-engine test-engine-san
 
 test-tcl: all test-deps
 	./runtest $(TEST_ARGS)
@@ -60,6 +64,8 @@ bench: all upstream
 
 bench-full: all upstream
 	utils/bench/run full
+
+include tests/engine/engine.mk
 
 # Removes what the builds made, keeping the assembled trees and downloads.
 clean:

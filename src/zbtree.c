@@ -1,0 +1,1808 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+
+/* Sorted-set B+ tree
+ * ==================
+ *
+ * The encoding of every sorted set that outgrows its listpack: a B+ tree
+ * whose leaves hold the (score, member) entries themselves, packed, whose
+ * inner nodes count the entries below each child (so ranks are O(log n)),
+ * and a member index (zmindex.c) from member to leaf. A member costs its
+ * bytes, one to three bytes of encoding and an eight-byte index slot; there
+ * is no allocation per member unless it is longer than ZBT_MAX_INLINE.
+ *
+ * Order: by score, then by member bytes as memcmp compares them (a shorter
+ * member first on a common prefix), as upstream's skiplist orders them.
+ *
+ * Leaves
+ * ------
+ *
+ * A leaf is one ZBT_LEAF_BYTES allocation:
+ *
+ *    +--------+------+------+----+------+-------+---------------------+
+ *    | parent | prev | next | id | used | count | entries ... | free  |
+ *    +--------+------+------+----+------+-------+---------------------+
+ *       8       8      8      4     2      2     ZBT_LEAF_BYTES - 32
+ *
+ * Entries follow each other with no gap, in order. An entry is
+ *
+ *    [hdr] [score: 0, 1, 2, 4 or 8 bytes] [length] [member bytes]
+ *
+ * hdr bits 7..5: how the score is stored, relative to the score of the
+ * entry before it in the leaf (0.0 for the first entry):
+ *
+ *    0 SAME   the previous score, bit for bit        0 bytes
+ *    1 D8     previous + an unsigned integer delta   1 byte
+ *    2 D16                                           2 bytes
+ *    3 D32                                           4 bytes
+ *    4 RAW    the double itself                      8 bytes
+ *
+ * A delta is used only when previous + delta gives back the very bits of
+ * the score, so every double (-0.0, infinities, subnormals) round-trips.
+ * Sequential integer scores cost one byte.
+ *
+ * hdr bits 4..0: the member's length,
+ *
+ *    0..29  inline, this many bytes follow
+ *    30     inline, one byte of length follows (30..ZBT_MAX_INLINE)
+ *    31     out of line: four bytes of length and an eight-byte pointer
+ *           follow; the member bytes are an allocation of their own
+ *
+ * Example: "m:42" with score 42 after "m:41" with score 41 is
+ * 0x24 0x01 'm' ':' '4' '2' (D8, length 4, delta 1).
+ *
+ * Multi-byte fields are in host byte order: leaves are never persisted.
+ *
+ * Inner nodes
+ * -----------
+ *
+ * One 1 KiB allocation: a parent pointer, the number of children and the
+ * level (1 when the children are leaves), then for each child the entries
+ * below it, the smallest score below it, and the pointer.
+ *
+ * Invariants
+ * ----------
+ *
+ * - Keys strictly increase along the leaf chain (head..tail via next).
+ * - count[i] of an inner node is the number of entries below child i;
+ *   minscore[i] is the score of the first entry below child i.
+ * - Every leaf but a lone root leaf holds an entry; every inner node but
+ *   the root has at least ZBT_INNER_MIN children; the root has two or more.
+ * - Each entry has exactly one index slot (its hash bits, its leaf's id).
+ *
+ * Inserting
+ * ---------
+ *
+ * An entry that fits its leaf is spliced in (the next entry is re-encoded,
+ * as its delta changes). When it does not fit:
+ * - At the end of a leaf with no room after it, a new leaf takes the entry
+ *   alone (and at the front, likewise): sequential inserts, ascending or
+ *   descending, leave every leaf full.
+ * - Else, shared with a sibling: when the leaf and its neighbour (the one
+ *   with more room) fit in two leaves with room to spare, their entries
+ *   are spread evenly over both.
+ * - Else, split: the leaf and its full neighbour are spread over three
+ *   leaves (each two thirds full), or a lone leaf over two.
+ * Random inserts so leave leaves about 80% full.
+ *
+ * Deleting
+ * --------
+ *
+ * A leaf that falls below ZBT_LEAF_MIN_FILL after a delete is merged with a
+ * neighbour when both fit in one leaf, or else evens out with it. Inner
+ * nodes below ZBT_INNER_MIN children merge with or borrow from a sibling.
+ *
+ * All moves between leaves go through one routine (rewrite) that decodes
+ * the entries of one or two leaves, lays them out again over as many
+ * leaves as needed, fixes the counts, the minimum scores and the structure
+ * of the tree, and re-points the index slots of the entries that moved.
+ *
+ * Conventions: public functions are prefixed "zbt", macros "ZBT_";
+ * internal functions are static and unprefixed.
+ */
+
+#include "zbtree.h"
+#include "zmindex.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serverassert.h"
+#include "zmalloc.h"
+
+uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
+
+/* --- Layout --- */
+
+struct zbtInner;
+
+struct zbtLeaf {
+    struct zbtInner *parent;
+    zbtLeaf *prev, *next;
+    uint32_t id;
+    uint16_t used;
+    uint16_t count;
+    unsigned char data[];
+};
+
+#define ZBT_INNER_FANOUT ((ZBT_INNER_BYTES - 16) / (sizeof(unsigned long) + sizeof(double) + sizeof(void *)))
+#define ZBT_INNER_MIN (ZBT_INNER_FANOUT / 4)
+
+typedef struct zbtInner {
+    struct zbtInner *parent;
+    uint16_t n;
+    uint8_t level;
+    unsigned long count[ZBT_INNER_FANOUT];
+    double minscore[ZBT_INNER_FANOUT];
+    void *child[ZBT_INNER_FANOUT];
+} zbtInner;
+
+#define LEAF_PAYLOAD (ZBT_LEAF_BYTES - offsetof(zbtLeaf, data))
+
+/* A leaf below 40% after a delete is merged or evened out with a
+ * neighbour; 40% rather than 50% so that a leaf just split in two does not
+ * merge back at its next delete. */
+#define ZBT_LEAF_MIN_FILL (LEAF_PAYLOAD * 2 / 5)
+
+/* Two neighbours share their entries, rather than split, while both fit in
+ * 90% of two leaves: the rest is room for the next inserts. */
+#define ZBT_SHARE_FILL_PCT 90
+
+struct zbt {
+    void *root;
+    uint8_t height; /* 0 when the root is a leaf. */
+    unsigned long length;
+    zbtLeaf *head, *tail;
+    zbtLeaf **leaves; /* By id; a free id holds (next free id << 1) | 1. */
+    uint32_t nids, idcap, freeid;
+    size_t bytes; /* Allocated bytes but the index's. */
+    zmi *index;
+    /* Bulk appends: the end leaf whose count and minimum are not yet
+     * carried up, and where the tail's last entry is (offset, and the score
+     * before it), valid while lastVersion == version. */
+    zbtLeaf *pendingLeaf;
+    unsigned long pendingCount;
+    uint64_t version, lastVersion;
+    uint16_t lastOff;
+    double lastPrev;
+    int appendDir;
+};
+
+/* --- Entries --- */
+
+#define SC_SAME 0
+#define SC_D8 1
+#define SC_D16 2
+#define SC_D32 3
+#define SC_RAW 4
+
+#define LEN_BYTE 30
+#define LEN_OOL 31
+
+/* One entry, decoded, or one to be encoded. Member bytes are inline in some
+ * buffer, or out of line in `ool` (then m == ool). */
+typedef struct item {
+    double score;
+    const unsigned char *m;
+    uint32_t len;
+    unsigned char *ool;
+    uint32_t from; /* Leaf id it was in; 0 for a new entry. */
+    uint16_t size; /* Encoded size, when decoded. */
+} item;
+
+static uint8_t hash_seed[16];
+
+void zbtSetHashSeed(const uint8_t seed[16]) { memcpy(hash_seed, seed, sizeof(hash_seed)); }
+
+static inline uint64_t memberHash(const unsigned char *m, size_t len) { return siphash(m, len, hash_seed); }
+
+static inline int sameBits(double a, double b) { return memcmp(&a, &b, sizeof(double)) == 0; }
+
+/* How `score` is stored after `prev`, and the delta if any. */
+static int scoreCode(double prev, double score, uint32_t *delta) {
+    if (sameBits(prev, score)) return SC_SAME;
+    if (score > prev && score - prev <= (double)UINT32_MAX && fabs(prev) < 9007199254740992.0 &&
+        fabs(score) < 9007199254740992.0 && floor(prev) == prev && floor(score) == score) {
+        uint32_t d = (uint32_t)(score - prev);
+        if (sameBits(prev + (double)d, score)) {
+            *delta = d;
+            return d <= UINT8_MAX ? SC_D8 : d <= UINT16_MAX ? SC_D16 : SC_D32;
+        }
+    }
+    return SC_RAW;
+}
+
+static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8};
+
+static size_t encodedSize(double prev, double score, uint32_t len, int ool) {
+    uint32_t d;
+    size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)];
+    if (ool) return size + 4 + sizeof(void *);
+    return size + (len >= LEN_BYTE) + len;
+}
+
+static inline size_t itemSize(double prev, const item *it) {
+    return encodedSize(prev, it->score, it->len, it->ool != NULL);
+}
+
+static size_t encode(unsigned char *p, double prev, const item *it) {
+    uint32_t d = 0;
+    int sc = scoreCode(prev, it->score, &d);
+    unsigned char *start = p++;
+    switch (sc) {
+    case SC_D8: *p++ = (uint8_t)d; break;
+    case SC_D16: {
+        uint16_t v = (uint16_t)d;
+        memcpy(p, &v, 2);
+        p += 2;
+        break;
+    }
+    case SC_D32: memcpy(p, &d, 4); p += 4; break;
+    case SC_RAW: memcpy(p, &it->score, 8); p += 8; break;
+    }
+    if (it->ool) {
+        *start = (uint8_t)(sc << 5 | LEN_OOL);
+        memcpy(p, &it->len, 4);
+        memcpy(p + 4, &it->ool, sizeof(void *));
+        p += 4 + sizeof(void *);
+    } else if (it->len >= LEN_BYTE) {
+        *start = (uint8_t)(sc << 5 | LEN_BYTE);
+        *p++ = (uint8_t)it->len;
+        memcpy(p, it->m, it->len);
+        p += it->len;
+    } else {
+        *start = (uint8_t)(sc << 5 | it->len);
+        memcpy(p, it->m, it->len);
+        p += it->len;
+    }
+    return (size_t)(p - start);
+}
+
+static void decode(const unsigned char *p, double prev, item *it) {
+    const unsigned char *start = p;
+    uint8_t hdr = *p++;
+    switch (hdr >> 5) {
+    case SC_SAME: it->score = prev; break;
+    case SC_D8: it->score = prev + (double)*p++; break;
+    case SC_D16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        p += 2;
+        it->score = prev + (double)v;
+        break;
+    }
+    case SC_D32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        p += 4;
+        it->score = prev + (double)v;
+        break;
+    }
+    default: memcpy(&it->score, p, 8); p += 8; break;
+    }
+    uint8_t lc = hdr & 31;
+    if (lc == LEN_OOL) {
+        memcpy(&it->len, p, 4);
+        memcpy(&it->ool, p + 4, sizeof(void *));
+        it->m = it->ool;
+        p += 4 + sizeof(void *);
+    } else {
+        if (lc == LEN_BYTE) lc = *p++;
+        it->len = lc;
+        it->m = p;
+        it->ool = NULL;
+        p += lc;
+    }
+    it->size = (uint16_t)(p - start);
+}
+
+static inline int cmpMember(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
+    size_t min = al < bl ? al : bl;
+    int c = min ? memcmp(a, b, min) : 0;
+    if (c) return c;
+    return al < bl ? -1 : al > bl;
+}
+
+static inline int cmpKey(double s1, const unsigned char *m1, size_t l1, double s2, const unsigned char *m2, size_t l2) {
+    if (s1 < s2) return -1;
+    if (s1 > s2) return 1;
+    return cmpMember(m1, l1, m2, l2);
+}
+
+/* --- Allocation --- */
+
+static void *talloc(zbt *t, size_t size) {
+    size_t usable;
+    void *p = zmalloc_usable(size, &usable);
+    t->bytes += usable;
+    return p;
+}
+
+static void tfree(zbt *t, void *p) {
+    t->bytes -= zmalloc_size(p);
+    zfree(p);
+}
+
+static unsigned char *oolCopy(zbt *t, const unsigned char *m, size_t len) {
+    unsigned char *p = talloc(t, len ? len : 1);
+    memcpy(p, m, len);
+    return p;
+}
+
+static zbtLeaf *leafNew(zbt *t) {
+    zbtLeaf *l = talloc(t, ZBT_LEAF_BYTES);
+    l->parent = NULL;
+    l->prev = l->next = NULL;
+    l->used = l->count = 0;
+    if (t->freeid) {
+        l->id = t->freeid;
+        t->freeid = (uint32_t)((uintptr_t)t->leaves[l->id] >> 1);
+    } else {
+        if (t->nids == t->idcap) {
+            size_t old = zmalloc_size(t->leaves);
+            t->idcap = t->idcap + t->idcap / 2 + 8;
+            size_t usable;
+            t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * t->idcap, &usable);
+            t->bytes += usable - old;
+        }
+        l->id = t->nids++;
+    }
+    t->leaves[l->id] = l;
+    return l;
+}
+
+static void leafDrop(zbt *t, zbtLeaf *l) {
+    t->leaves[l->id] = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
+    t->freeid = l->id;
+    tfree(t, l);
+}
+
+static zbtInner *innerNew(zbt *t, uint8_t level) {
+    zbtInner *in = talloc(t, sizeof(zbtInner));
+    in->parent = NULL;
+    in->n = 0;
+    in->level = level;
+    return in;
+}
+
+/* --- Navigation --- */
+
+static inline zbtInner *parentOf(const void *node, int isLeaf) {
+    return isLeaf ? ((const zbtLeaf *)node)->parent : ((const zbtInner *)node)->parent;
+}
+
+static inline void setParent(void *node, int isLeaf, zbtInner *p) {
+    if (isLeaf)
+        ((zbtLeaf *)node)->parent = p;
+    else
+        ((zbtInner *)node)->parent = p;
+}
+
+static int childPos(const zbtInner *p, const void *child) {
+    for (int i = p->n - 1; i >= 0; i--)
+        if (p->child[i] == child) return i;
+    assert(0);
+    return -1;
+}
+
+static zbtLeaf *leftmostLeaf(void *node, int level) {
+    while (level-- > 0) node = ((zbtInner *)node)->child[0];
+    return node;
+}
+
+static double leafFirstScore(const zbtLeaf *l) {
+    item it;
+    decode(l->data, 0.0, &it);
+    return it.score;
+}
+
+/* Adds delta to the counts of every ancestor of the leaf. */
+static void addCount(zbtLeaf *l, long delta) {
+    void *node = l;
+    for (zbtInner *p = l->parent; p; node = p, p = p->parent) p->count[childPos(p, node)] += delta;
+}
+
+/* After the first entry below node changed: carries its score up as far as
+ * the node is a first child. */
+static void fixMin(void *node, int isLeaf) {
+    if (isLeaf && ((zbtLeaf *)node)->count == 0) return;
+    double min = isLeaf ? leafFirstScore(node) : ((zbtInner *)node)->minscore[0];
+    for (zbtInner *p = parentOf(node, isLeaf); p; node = p, p = p->parent) {
+        int pos = childPos(p, node);
+        if (sameBits(p->minscore[pos], min)) return;
+        p->minscore[pos] = min;
+        if (pos) return;
+    }
+}
+
+static unsigned long leafRank(const zbtLeaf *l) {
+    unsigned long rank = 0;
+    const void *node = l;
+    for (const zbtInner *p = l->parent; p; node = p, p = p->parent)
+        for (int i = 0; p->child[i] != node; i++) rank += p->count[i];
+    return rank;
+}
+
+/* --- Structure: adding and removing children --- */
+
+static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long cnt, double min);
+
+/* Starts a new root over two nodes of the old root's level. */
+static void newRoot(zbt *t, void *a, void *b, unsigned long ca, unsigned long cb, double ma, double mb) {
+    zbtInner *r = innerNew(t, t->height + 1);
+    int isLeaf = t->height == 0;
+    r->n = 2;
+    r->child[0] = a;
+    r->child[1] = b;
+    r->count[0] = ca;
+    r->count[1] = cb;
+    r->minscore[0] = ma;
+    r->minscore[1] = mb;
+    setParent(a, isLeaf, r);
+    setParent(b, isLeaf, r);
+    t->root = r;
+    t->height++;
+}
+
+static unsigned long sumCounts(const zbtInner *in) {
+    unsigned long sum = 0;
+    for (int i = 0; i < in->n; i++) sum += in->count[i];
+    return sum;
+}
+
+/* Puts a child at pos of p. The ancestors of p already count its entries;
+ * p gains them. A full p splits in two and passes its right half up. */
+static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long cnt, double min) {
+    int isLeaf = p->level == 1;
+    if (p->n < ZBT_INNER_FANOUT) {
+        int tail = p->n - pos;
+        memmove(p->child + pos + 1, p->child + pos, tail * sizeof(void *));
+        memmove(p->count + pos + 1, p->count + pos, tail * sizeof(unsigned long));
+        memmove(p->minscore + pos + 1, p->minscore + pos, tail * sizeof(double));
+        p->child[pos] = child;
+        p->count[pos] = cnt;
+        p->minscore[pos] = min;
+        p->n++;
+        setParent(child, isLeaf, p);
+        if (pos == 0) fixMin(p, 0);
+        return;
+    }
+
+    /* Split: the F+1 children, half and half. */
+    const int total = ZBT_INNER_FANOUT + 1, keep = total / 2;
+    void *ch[ZBT_INNER_FANOUT + 1];
+    unsigned long co[ZBT_INNER_FANOUT + 1];
+    double mi[ZBT_INNER_FANOUT + 1];
+    for (int i = 0, j = 0; i < total; i++) {
+        if (i == pos) {
+            ch[i] = child;
+            co[i] = cnt;
+            mi[i] = min;
+        } else {
+            ch[i] = p->child[j];
+            co[i] = p->count[j];
+            mi[i] = p->minscore[j];
+            j++;
+        }
+    }
+    zbtInner *q = innerNew(t, p->level);
+    p->n = keep;
+    q->n = total - keep;
+    memcpy(p->child, ch, keep * sizeof(void *));
+    memcpy(p->count, co, keep * sizeof(unsigned long));
+    memcpy(p->minscore, mi, keep * sizeof(double));
+    memcpy(q->child, ch + keep, q->n * sizeof(void *));
+    memcpy(q->count, co + keep, q->n * sizeof(unsigned long));
+    memcpy(q->minscore, mi + keep, q->n * sizeof(double));
+    for (int i = 0; i < p->n; i++) setParent(p->child[i], isLeaf, p);
+    for (int i = 0; i < q->n; i++) setParent(q->child[i], isLeaf, q);
+    unsigned long qcount = sumCounts(q);
+    if (!p->parent) {
+        newRoot(t, p, q, sumCounts(p), qcount, p->minscore[0], q->minscore[0]);
+    } else {
+        zbtInner *gp = p->parent;
+        int pp = childPos(gp, p);
+        gp->count[pp] -= qcount;
+        innerPut(t, gp, pp + 1, q, qcount, q->minscore[0]);
+    }
+    if (pos == 0) fixMin(p, 0);
+}
+
+/* Links a new leaf r holding entries beside leaf x (after it, or before). */
+static void leafAttach(zbt *t, zbtLeaf *x, zbtLeaf *r, int after) {
+    if (after) {
+        r->prev = x;
+        r->next = x->next;
+        if (x->next) x->next->prev = r;
+        else t->tail = r;
+        x->next = r;
+    } else {
+        r->next = x;
+        r->prev = x->prev;
+        if (x->prev) x->prev->next = r;
+        else t->head = r;
+        x->prev = r;
+    }
+    double rmin = leafFirstScore(r);
+    if (!x->parent) {
+        double xmin = x->count ? leafFirstScore(x) : 0.0;
+        if (after) newRoot(t, x, r, x->count, r->count, xmin, rmin);
+        else newRoot(t, r, x, r->count, x->count, rmin, xmin);
+        return;
+    }
+    addCount(x, r->count);
+    zbtInner *p = x->parent;
+    int pos = childPos(p, x);
+    p->count[pos] -= r->count;
+    innerPut(t, p, after ? pos + 1 : pos, r, r->count, rmin);
+}
+
+static void innerRebalance(zbt *t, zbtInner *p);
+
+/* Removes child pos of p; its entries must already be counted out. */
+static void innerRemove(zbt *t, zbtInner *p, int pos) {
+    int tail = p->n - pos - 1;
+    memmove(p->child + pos, p->child + pos + 1, tail * sizeof(void *));
+    memmove(p->count + pos, p->count + pos + 1, tail * sizeof(unsigned long));
+    memmove(p->minscore + pos, p->minscore + pos + 1, tail * sizeof(double));
+    p->n--;
+    if (p->n == 0) {
+        /* Only a root can get here: its last child went. */
+        assert(!p->parent);
+        return;
+    }
+    if (pos == 0) fixMin(p, 0);
+    innerRebalance(t, p);
+}
+
+/* Moves children [from, from+k) of a to position `at` of b (siblings under
+ * one parent), moving their counts in the parent too. */
+static void innerMove(zbtInner *a, int from, int k, zbtInner *b, int at) {
+    int isLeaf = a->level == 1;
+    unsigned long moved = 0;
+    memmove(b->child + at + k, b->child + at, (b->n - at) * sizeof(void *));
+    memmove(b->count + at + k, b->count + at, (b->n - at) * sizeof(unsigned long));
+    memmove(b->minscore + at + k, b->minscore + at, (b->n - at) * sizeof(double));
+    memcpy(b->child + at, a->child + from, k * sizeof(void *));
+    memcpy(b->count + at, a->count + from, k * sizeof(unsigned long));
+    memcpy(b->minscore + at, a->minscore + from, k * sizeof(double));
+    b->n += k;
+    for (int i = 0; i < k; i++) {
+        setParent(b->child[at + i], isLeaf, b);
+        moved += b->count[at + i];
+    }
+    int tail = a->n - from - k;
+    memmove(a->child + from, a->child + from + k, tail * sizeof(void *));
+    memmove(a->count + from, a->count + from + k, tail * sizeof(unsigned long));
+    memmove(a->minscore + from, a->minscore + from + k, tail * sizeof(double));
+    a->n -= k;
+    zbtInner *gp = a->parent;
+    gp->count[childPos(gp, a)] -= moved;
+    gp->count[childPos(gp, b)] += moved;
+}
+
+/* Keeps the root at two or more children and other inner nodes at
+ * ZBT_INNER_MIN or more, by merging with or borrowing from a sibling. */
+static void innerRebalance(zbt *t, zbtInner *p) {
+    if (!p->parent) {
+        while (t->height > 0 && ((zbtInner *)t->root)->n == 1) {
+            zbtInner *r = t->root;
+            t->root = r->child[0];
+            t->height--;
+            setParent(t->root, t->height == 0, NULL);
+            tfree(t, r);
+        }
+        return;
+    }
+    if (p->n >= ZBT_INNER_MIN) return;
+    zbtInner *gp = p->parent;
+    int pos = childPos(gp, p);
+    zbtInner *left, *right;
+    if (pos + 1 < gp->n) {
+        left = p;
+        right = gp->child[pos + 1];
+    } else {
+        left = gp->child[pos - 1];
+        right = p;
+    }
+    if (left->n + right->n <= (int)ZBT_INNER_FANOUT) {
+        innerMove(right, 0, right->n, left, left->n);
+        innerRemove(t, gp, childPos(gp, right));
+        tfree(t, right);
+        return;
+    }
+    int half = (left->n + right->n) / 2;
+    if (left->n < half) {
+        innerMove(right, 0, half - left->n, left, left->n);
+    } else {
+        innerMove(left, half, left->n - half, right, 0);
+    }
+    gp->minscore[childPos(gp, right)] = right->minscore[0];
+}
+
+/* Unlinks and frees an empty leaf (never the last one). */
+static void leafRemove(zbt *t, zbtLeaf *l) {
+    assert(l->count == 0 && l->parent);
+    if (l->prev) l->prev->next = l->next;
+    else t->head = l->next;
+    if (l->next) l->next->prev = l->prev;
+    else t->tail = l->prev;
+    zbtInner *p = l->parent;
+    int pos = childPos(p, l);
+    leafDrop(t, l);
+    innerRemove(t, p, pos);
+}
+
+/* --- Moving entries between leaves --- */
+
+/* Decodes the entries of a leaf into items whose inline members point into
+ * buf (a copy of the payload), so the leaf can be rewritten. */
+static int leafItems(const zbtLeaf *l, unsigned char *buf, item *out) {
+    memcpy(buf, l->data, l->used);
+    double prev = 0.0;
+    size_t off = 0;
+    for (int i = 0; i < l->count; i++) {
+        decode(buf + off, prev, &out[i]);
+        out[i].from = l->id;
+        prev = out[i].score;
+        off += out[i].size;
+    }
+    return l->count;
+}
+
+/* Where to cut items over at most `m` leaves, as evenly as they fit: cut[j]
+ * is the first item of leaf j, cut[used] == n. Returns the leaves used, or
+ * -1 when they do not fit in m. */
+static int planLeaves(const item *items, int n, int m, int *cut) {
+    size_t remaining = 0;
+    for (int i = 0; i < n; i++) remaining += itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+    int start = 0, j = 0;
+    for (; j < m && start < n; j++) {
+        size_t target = (remaining + (m - j) - 1) / (m - j), bytes = 0, seq = 0;
+        int i = start;
+        while (i < n) {
+            size_t size = itemSize(i == start ? 0.0 : items[i - 1].score, &items[i]);
+            if (bytes + size > LEAF_PAYLOAD) break;
+            if (j < m - 1 && bytes && bytes + size / 2 > target) break;
+            bytes += size;
+            seq += itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+            i++;
+        }
+        cut[j] = start;
+        remaining -= seq < remaining ? seq : remaining;
+        start = i;
+    }
+    cut[j] = n;
+    return start == n ? j : -1;
+}
+
+/* Lays items (sorted, from the leaves src[0..nsrc), in chain order, plus
+ * any new ones) out over up to m leaves: the sources in order, then new
+ * leaves after the last source. Sources left empty are removed. Then fixes
+ * counts, minimums and index slots. */
+static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) {
+    int cut[8], used;
+    while ((used = planLeaves(items, n, m, cut)) < 0) m++;
+    assert(m <= 7);
+    zbtLeaf *tl[8];
+    uint16_t oldCount[8];
+    for (int j = 0; j < nsrc; j++) oldCount[j] = src[j]->count;
+    for (int j = 0; j < used; j++) {
+        zbtLeaf *l = tl[j] = j < nsrc ? src[j] : leafNew(t);
+        size_t off = 0;
+        for (int i = cut[j]; i < cut[j + 1]; i++)
+            off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+        l->used = (uint16_t)off;
+        l->count = (uint16_t)(cut[j + 1] - cut[j]);
+    }
+    for (int j = used; j < nsrc; j++) src[j]->used = src[j]->count = 0;
+
+    for (int j = 0; j < nsrc; j++) {
+        long delta = (long)src[j]->count - oldCount[j];
+        if (delta) addCount(src[j], delta);
+    }
+    for (int j = nsrc; j < used; j++) leafAttach(t, tl[j - 1], tl[j], 1);
+    for (int j = 0; j < used && j < nsrc; j++) fixMin(tl[j], 1);
+
+    /* Index slots of the entries that changed leaf. */
+    for (int j = 0; j < used; j++) {
+        for (int i = cut[j]; i < cut[j + 1]; i++) {
+            if (items[i].from == tl[j]->id) continue;
+            uint64_t h = memberHash(items[i].m, items[i].len);
+            if (items[i].from == 0) zmiInsert(t->index, h, tl[j]->id);
+            else {
+                int ok = zmiRepoint(t->index, h, items[i].from, tl[j]->id);
+                assert(ok);
+            }
+        }
+    }
+    for (int j = used; j < nsrc; j++)
+        if (t->height > 0) leafRemove(t, src[j]);
+}
+
+/* A leaf below the minimum fill is merged with a neighbour, or evens out
+ * with it; an empty one goes. */
+static void leafRebalance(zbt *t, zbtLeaf *l) {
+    if (t->height == 0 || l->used >= ZBT_LEAF_MIN_FILL) return;
+    if (l->count == 0) {
+        leafRemove(t, l);
+        return;
+    }
+    zbtLeaf *src[2];
+    if (l->next) {
+        src[0] = l;
+        src[1] = l->next;
+    } else {
+        src[0] = l->prev;
+        src[1] = l;
+    }
+    unsigned char buf[2 * LEAF_PAYLOAD];
+    item items[2 * LEAF_PAYLOAD];
+    int n = leafItems(src[0], buf, items);
+    n += leafItems(src[1], buf + src[0]->used, items + n);
+    rewrite(t, src, 2, items, n, (size_t)src[0]->used + src[1]->used + 16 <= LEAF_PAYLOAD ? 1 : 2);
+}
+
+/* --- Finding keys --- */
+
+/* Does the first entry below child i of p come at or before the key? */
+static int childAtOrBefore(const zbtInner *p, int i, double s, const unsigned char *m, size_t len) {
+    if (p->minscore[i] < s) return 1;
+    if (p->minscore[i] > s) return 0;
+    item it;
+    decode(leftmostLeaf(p->child[i], p->level - 1)->data, 0.0, &it);
+    return cmpMember(it.m, it.len, m, len) <= 0;
+}
+
+/* The leaf where the key is or would go: the last whose first entry is at
+ * or before the key (the head when none is). */
+static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_t len) {
+    void *node = t->root;
+    for (int level = t->height; level > 0; level--) {
+        zbtInner *p = node;
+        int lo = 0, hi = p->n - 1;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (childAtOrBefore(p, mid, s, m, len)) lo = mid;
+            else hi = mid - 1;
+        }
+        node = p->child[lo];
+    }
+    return node;
+}
+
+/* A position in a leaf. */
+typedef struct pos {
+    zbtLeaf *leaf;
+    uint16_t idx, off;
+    double prev; /* Score of the entry before, or 0.0. */
+    item it;     /* The entry at idx, when idx < count. */
+} pos;
+
+/* The first entry of l not before the key; idx == count when none. */
+static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len, pos *p) {
+    p->leaf = l;
+    p->prev = 0.0;
+    p->off = 0;
+    for (p->idx = 0; p->idx < l->count; p->idx++) {
+        decode(l->data + p->off, p->prev, &p->it);
+        int c = cmpKey(p->it.score, p->it.m, p->it.len, s, m, len);
+        if (c >= 0) return c == 0;
+        p->prev = p->it.score;
+        p->off += p->it.size;
+    }
+    return 0;
+}
+
+/* Finds the member through the index. */
+static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
+    zmiIter iter;
+    for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
+        zbtLeaf *l = t->leaves[id];
+        p->leaf = l;
+        p->prev = 0.0;
+        p->off = 0;
+        for (p->idx = 0; p->idx < l->count; p->idx++) {
+            decode(l->data + p->off, p->prev, &p->it);
+            if (p->it.len == len && memcmp(p->it.m, m, len) == 0) return 1;
+            p->prev = p->it.score;
+            p->off += p->it.size;
+        }
+    }
+    return 0;
+}
+
+static void cursorSet(zbtCursor *c, zbt *t, const pos *p) {
+    c->t = t;
+    c->leaf = p->leaf;
+    c->idx = p->idx;
+    c->off = p->off;
+    c->size = p->it.size;
+    c->score = p->it.score;
+    c->member = p->it.m;
+    c->len = p->it.len;
+    c->cached = NULL;
+}
+
+/* Positions c on entry idx of leaf l. */
+static void cursorAt(zbtCursor *c, zbt *t, zbtLeaf *l, int idx) {
+    pos p = {.leaf = l, .prev = 0.0, .off = 0};
+    for (p.idx = 0;; p.idx++) {
+        decode(l->data + p.off, p.prev, &p.it);
+        if (p.idx == idx) break;
+        p.prev = p.it.score;
+        p.off += p.it.size;
+    }
+    cursorSet(c, t, &p);
+}
+
+/* --- Bulk appends --- */
+
+/* Carries the counts and the minimum of bulk appends up the tree. Every
+ * public function but zbtAppend starts with it. */
+static void settle(zbt *t) {
+    if (!t->pendingLeaf) return;
+    zbtLeaf *l = t->pendingLeaf;
+    t->pendingLeaf = NULL;
+    if (t->pendingCount) addCount(l, (long)t->pendingCount);
+    t->pendingCount = 0;
+    fixMin(l, 1);
+}
+
+static void touch(zbt *t) {
+    settle(t);
+    t->version++;
+}
+
+/* --- Inserting --- */
+
+/* Inserts it (whose member is not in the set) at position p. */
+static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
+    zbtLeaf *l = p->leaf;
+    unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
+    size_t newSize = encode(buf, p->prev, it), oldSize = 0;
+    if (p->idx < l->count) {
+        newSize += encode(buf + newSize, it->score, &p->it);
+        oldSize = p->it.size;
+    }
+    if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
+        memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
+        memcpy(l->data + p->off, buf, newSize);
+        l->used += newSize - oldSize;
+        l->count++;
+        addCount(l, 1);
+        if (p->idx == 0) fixMin(l, 1);
+        zmiInsert(t->index, h, l->id);
+        return;
+    }
+
+    /* At an end, with no room beyond it: a leaf of its own. */
+    int atEnd = p->idx == l->count, atFront = p->idx == 0;
+    zbtLeaf *beyond = atEnd ? l->next : atFront ? l->prev : NULL;
+    if ((atEnd || atFront) && (!beyond || beyond->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD)) {
+        zbtLeaf *r = leafNew(t);
+        r->used = (uint16_t)encode(r->data, 0.0, it);
+        r->count = 1;
+        leafAttach(t, l, r, atEnd);
+        zmiInsert(t->index, h, r->id);
+        return;
+    }
+
+    /* Share with the neighbour with more room, or split. */
+    zbtLeaf *src[2];
+    int nsrc = 1;
+    src[0] = l;
+    zbtLeaf *nb = l->prev;
+    if (!nb || (l->next && l->next->used < nb->used)) nb = l->next;
+    if (nb) {
+        nsrc = 2;
+        src[0] = nb == l->prev ? nb : l;
+        src[1] = nb == l->prev ? l : nb;
+    }
+    unsigned char bytes[2 * LEAF_PAYLOAD];
+    item items[2 * LEAF_PAYLOAD + 1];
+    int n = 0;
+    size_t total = 0;
+    for (int j = 0; j < nsrc; j++) {
+        int k = leafItems(src[j], bytes + total, items + n);
+        if (src[j] == l) {
+            /* Make room for the new entry at its index. */
+            memmove(items + n + p->idx + 1, items + n + p->idx, (k - p->idx) * sizeof(item));
+            items[n + p->idx] = *it;
+            items[n + p->idx].from = 0;
+            k++;
+        }
+        n += k;
+        total += src[j]->used;
+    }
+    int m = nsrc;
+    if ((total + newSize) * 100 > (size_t)nsrc * LEAF_PAYLOAD * ZBT_SHARE_FILL_PCT) m = nsrc + 1;
+    rewrite(t, src, nsrc, items, n, m);
+}
+
+/* --- Deleting --- */
+
+/* Deletes the entry at p; frees its member unless keepOol. */
+static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
+    zbtLeaf *l = p->leaf;
+    int ok = zmiRemove(t->index, h, l->id);
+    assert(ok);
+    if (p->it.ool && !keepOol) tfree(t, p->it.ool);
+    unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + 16];
+    size_t oldSize = p->it.size, newSize = 0;
+    if (p->idx + 1 < l->count) {
+        item next;
+        decode(l->data + p->off + p->it.size, p->it.score, &next);
+        oldSize += next.size;
+        newSize = encode(buf, p->prev, &next);
+    }
+    memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
+    memcpy(l->data + p->off, buf, newSize);
+    l->used -= oldSize - newSize;
+    l->count--;
+    t->length--;
+    addCount(l, -1);
+    if (p->idx == 0) fixMin(l, 1);
+    leafRebalance(t, l);
+}
+
+/* --- API: the set --- */
+
+zbt *zbtCreate(size_t expected) {
+    size_t usable;
+    zbt *t = zmalloc_usable(sizeof(*t), &usable);
+    memset(t, 0, sizeof(*t));
+    t->bytes = usable;
+    t->idcap = 8;
+    t->leaves = zmalloc_usable(sizeof(zbtLeaf *) * t->idcap, &usable);
+    t->bytes += usable;
+    t->nids = 1; /* id 0 means "no leaf" to the index */
+    t->index = zmiCreate(expected);
+    zbtLeaf *l = leafNew(t);
+    t->root = t->head = t->tail = l;
+    return t;
+}
+
+static void freeNode(zbt *t, void *node, int level) {
+    if (level == 0) return; /* leaves go along the chain */
+    zbtInner *in = node;
+    for (int i = 0; i < in->n; i++) freeNode(t, in->child[i], level - 1);
+    zfree(in);
+}
+
+void zbtFree(zbt *t) {
+    if (!t) return;
+    freeNode(t, t->root, t->height);
+    for (zbtLeaf *l = t->head, *next; l; l = next) {
+        next = l->next;
+        size_t off = 0;
+        double prev = 0.0;
+        for (int i = 0; i < l->count; i++) {
+            item it;
+            decode(l->data + off, prev, &it);
+            if (it.ool) zfree(it.ool);
+            prev = it.score;
+            off += it.size;
+        }
+        zfree(l);
+    }
+    zfree(t->leaves);
+    zmiFree(t->index);
+    zfree(t);
+}
+
+unsigned long zbtLength(const zbt *t) { return t->length; }
+
+size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
+
+int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
+    settle(t);
+    pos p;
+    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    cursorSet(c, t, &p);
+    return 1;
+}
+
+int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score) {
+    pos p;
+    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    *score = p.it.score;
+    return 1;
+}
+
+static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {
+    item it = {.score = score, .m = m, .len = (uint32_t)len, .ool = ool};
+    if (!ool && len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+    pos p;
+    leafSeekKey(descendKey(t, score, m, len), score, m, len, &p);
+    insertAt(t, &p, &it, h);
+    t->length++;
+    return ZBT_OK;
+}
+
+int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
+    if (isnan(score)) return ZBT_ERR_NAN;
+    touch(t);
+    uint64_t h = memberHash(m, len);
+    pos p;
+    if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
+    return insertNew(t, score, m, len, NULL, h);
+}
+
+int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
+    touch(t);
+    uint64_t h = memberHash(m, len);
+    pos p;
+    if (!findMember(t, m, len, h, &p)) return 0;
+    if (score) *score = p.it.score;
+    deleteAt(t, &p, h, 0);
+    return 1;
+}
+
+/* Is the key of `it` with a new score still between its neighbours? */
+static int keepsPlace(const zbt *t, const pos *p, double score) {
+    const zbtLeaf *l = p->leaf;
+    if (p->idx > 0) {
+        /* p->prev is the score before; the member before needs a decode. */
+        size_t off = 0;
+        double prev = 0.0;
+        item before;
+        for (int i = 0; i < p->idx; i++) {
+            decode(l->data + off, prev, &before);
+            prev = before.score;
+            off += before.size;
+        }
+        if (cmpKey(before.score, before.m, before.len, score, p->it.m, p->it.len) >= 0) return 0;
+    } else if (l->prev) {
+        return 0;
+    }
+    if (p->idx + 1 < l->count) {
+        item after;
+        decode(l->data + p->off + p->it.size, p->it.score, &after);
+        if (cmpKey(score, p->it.m, p->it.len, after.score, after.m, after.len) >= 0) return 0;
+    } else if (l->next) {
+        return 0;
+    }
+    (void)t;
+    return 1;
+}
+
+int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
+    if (isnan(score)) return ZBT_ERR_NAN;
+    touch(t);
+    uint64_t h = memberHash(m, len);
+    pos p;
+    if (!findMember(t, m, len, h, &p)) return 0;
+    if (sameBits(p.it.score, score)) return 1;
+
+    zbtLeaf *l = p.leaf;
+    if (keepsPlace(t, &p, score)) {
+        /* In place: this entry and the next one's delta. */
+        unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
+        item now = p.it;
+        now.score = score;
+        size_t oldSize = p.it.size, newSize = encode(buf, p.prev, &now);
+        if (p.idx + 1 < l->count) {
+            item next;
+            decode(l->data + p.off + p.it.size, p.it.score, &next);
+            oldSize += next.size;
+            newSize += encode(buf + newSize, score, &next);
+        }
+        if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
+            memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
+            memcpy(l->data + p.off, buf, newSize);
+            l->used += newSize - oldSize;
+            if (p.idx == 0) fixMin(l, 1);
+            return 1;
+        }
+    }
+
+    /* Elsewhere: out and in again, keeping an out-of-line member as is. */
+    unsigned char copy[ZBT_MAX_INLINE];
+    unsigned char *ool = p.it.ool;
+    const unsigned char *member = ool;
+    if (!ool) {
+        memcpy(copy, p.it.m, p.it.len);
+        member = copy;
+    }
+    deleteAt(t, &p, h, 1);
+    insertNew(t, score, member, len, ool, h);
+    return 1;
+}
+
+int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank) {
+    settle(t);
+    pos p;
+    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    unsigned long r = leafRank(p.leaf) + p.idx;
+    *rank = reverse ? t->length - 1 - r : r;
+    return 1;
+}
+
+/* --- API: bulk appends --- */
+
+/* The last entry of the tail, and where it is. */
+static void tailLast(zbt *t, item *it, uint16_t *off, double *prev) {
+    zbtLeaf *l = t->tail;
+    if (t->lastVersion == t->version) {
+        *off = t->lastOff;
+        *prev = t->lastPrev;
+    } else {
+        size_t o = 0;
+        double p = 0.0;
+        for (int i = 0; i + 1 < l->count; i++) {
+            decode(l->data + o, p, it);
+            p = it->score;
+            o += it->size;
+        }
+        *off = (uint16_t)o;
+        *prev = p;
+    }
+    decode(l->data + *off, *prev, it);
+}
+
+/* Marks l as holding appends not yet counted in its ancestors. */
+static void pend(zbt *t, zbtLeaf *l) {
+    if (t->pendingLeaf != l) settle(t);
+    t->pendingLeaf = l;
+    t->pendingCount++;
+}
+
+/* Adds an entry before the first or after the last one, for loading sorted
+ * input (RDB keeps sorted sets in descending order) in O(1) per entry: no
+ * descent, and counts carried up once per leaf. Returns ZBT_ERR_ORDER when
+ * the entry is at neither end, or not at the end the previous appends
+ * went to; the caller then inserts the rest. */
+int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
+    if (isnan(score)) return ZBT_ERR_NAN;
+    if (t->length == 0) {
+        t->appendDir = 0;
+        return zbtInsert(t, score, m, len);
+    }
+    item edge;
+    uint16_t lastOff = 0;
+    double lastPrev = 0.0;
+    int dir = 0;
+    if (t->appendDir >= 0) {
+        tailLast(t, &edge, &lastOff, &lastPrev);
+        if (cmpKey(score, m, len, edge.score, edge.m, edge.len) > 0) dir = 1;
+    }
+    if (!dir && t->appendDir <= 0) {
+        decode(t->head->data, 0.0, &edge);
+        if (cmpKey(score, m, len, edge.score, edge.m, edge.len) < 0) dir = -1;
+    }
+    if (!dir) return ZBT_ERR_ORDER;
+    uint64_t h = memberHash(m, len);
+    pos p;
+    if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
+
+    item it = {.score = score, .m = m, .len = (uint32_t)len};
+    if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+    t->appendDir = dir;
+    t->length++;
+    if (dir > 0) {
+        zbtLeaf *l = t->tail;
+        size_t size = itemSize(edge.score, &it);
+        if (l->used + size <= LEAF_PAYLOAD) {
+            t->lastOff = l->used;
+            t->lastPrev = edge.score;
+            l->used += encode(l->data + l->used, edge.score, &it);
+            l->count++;
+            pend(t, l);
+        } else {
+            settle(t);
+            zbtLeaf *r = leafNew(t);
+            r->used = (uint16_t)encode(r->data, 0.0, &it);
+            r->count = 1;
+            leafAttach(t, l, r, 1);
+            t->lastOff = 0;
+            t->lastPrev = 0.0;
+            l = r;
+        }
+        t->lastVersion = t->version;
+        zmiInsert(t->index, h, l->id);
+        return ZBT_OK;
+    }
+
+    zbtLeaf *l = t->head;
+    unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
+    size_t size = encode(buf, 0.0, &it);
+    size += encode(buf + size, score, &edge);
+    if (l->used - edge.size + size <= LEAF_PAYLOAD) {
+        memmove(l->data + size, l->data + edge.size, l->used - edge.size);
+        memcpy(l->data, buf, size);
+        l->used += size - edge.size;
+        l->count++;
+        pend(t, l);
+    } else {
+        settle(t);
+        zbtLeaf *r = leafNew(t);
+        r->used = (uint16_t)encode(r->data, 0.0, &it);
+        r->count = 1;
+        leafAttach(t, l, r, 0);
+        l = r;
+    }
+    t->version++; /* the tail's last entry may have moved */
+    zmiInsert(t->index, h, l->id);
+    return ZBT_OK;
+}
+
+void zbtAppendDone(zbt *t) { settle(t); }
+
+/* --- API: positions --- */
+
+int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c) {
+    settle(t);
+    if (rank >= t->length) return 0;
+    void *node = t->root;
+    for (int level = t->height; level > 0; level--) {
+        zbtInner *p = node;
+        int i = 0;
+        while (rank >= p->count[i]) rank -= p->count[i++];
+        node = p->child[i];
+    }
+    cursorAt(c, t, node, (int)rank);
+    return 1;
+}
+
+unsigned long zbtCursorRank(const zbtCursor *c) { return leafRank(c->leaf) + c->idx; }
+
+static void cursorItem(zbtCursor *c, const item *it) {
+    c->size = it->size;
+    c->score = it->score;
+    c->member = it->m;
+    c->len = it->len;
+}
+
+int zbtNext(zbtCursor *c) {
+    item it;
+    if (c->idx + 1 < c->leaf->count) {
+        decode(c->leaf->data + c->off + c->size, c->score, &it);
+        c->off += c->size;
+        c->idx++;
+    } else {
+        if (!c->leaf->next) return 0;
+        c->leaf = c->leaf->next;
+        decode(c->leaf->data, 0.0, &it);
+        c->off = 0;
+        c->idx = 0;
+    }
+    cursorItem(c, &it);
+    return 1;
+}
+
+/* Entries are delta-encoded forwards: stepping back reads the leaf once
+ * into the cursor's table of offsets and scores. */
+static void cursorCache(zbtCursor *c) {
+    if (c->cached == c->leaf) return;
+    const zbtLeaf *l = c->leaf;
+    size_t off = 0;
+    double prev = 0.0;
+    for (int i = 0; i < l->count; i++) {
+        item it;
+        decode(l->data + off, prev, &it);
+        c->offs[i] = (uint16_t)off;
+        c->scores[i] = it.score;
+        prev = it.score;
+        off += it.size;
+    }
+    c->cached = c->leaf;
+}
+
+int zbtPrev(zbtCursor *c) {
+    if (c->idx == 0) {
+        if (!c->leaf->prev) return 0;
+        c->leaf = c->leaf->prev;
+        c->idx = c->leaf->count;
+    }
+    cursorCache(c);
+    c->idx--;
+    c->off = c->offs[c->idx];
+    item it;
+    decode(c->leaf->data + c->off, c->idx ? c->scores[c->idx - 1] : 0.0, &it);
+    cursorItem(c, &it);
+    return 1;
+}
+
+int zbtFirst(zbt *t, zbtCursor *c) {
+    settle(t);
+    if (!t->length) return 0;
+    cursorAt(c, t, t->head, 0);
+    return 1;
+}
+
+int zbtLast(zbt *t, zbtCursor *c) {
+    settle(t);
+    if (!t->length) return 0;
+    cursorAt(c, t, t->tail, t->tail->count - 1);
+    return 1;
+}
+
+/* --- API: ranges --- */
+
+int zbtScoreRangeEmpty(const zbtScoreRange *r) {
+    if (isnan(r->min) || isnan(r->max)) return 1;
+    return r->min > r->max || (r->min == r->max && (r->minex || r->maxex));
+}
+
+static inline int gteMin(double v, const zbtScoreRange *r) { return r->minex ? v > r->min : v >= r->min; }
+static inline int lteMax(double v, const zbtScoreRange *r) { return r->maxex ? v < r->max : v <= r->max; }
+
+int zbtScoreInRange(double score, const zbtScoreRange *r) {
+    return !zbtScoreRangeEmpty(r) && gteMin(score, r) && lteMax(score, r);
+}
+
+int zbtLexRangeEmpty(const zbtLexRange *r) {
+    if (r->min.inf > 0 || r->max.inf < 0) return 1;
+    if (r->min.inf < 0 || r->max.inf > 0) return 0;
+    int c = cmpMember(r->min.s, r->min.len, r->max.s, r->max.len);
+    return c > 0 || (c == 0 && (r->min.ex || r->max.ex));
+}
+
+static int lexGteMin(const unsigned char *m, size_t len, const zbtLexRange *r) {
+    if (r->min.inf) return r->min.inf < 0;
+    int c = cmpMember(m, len, r->min.s, r->min.len);
+    return r->min.ex ? c > 0 : c >= 0;
+}
+
+static int lexLteMax(const unsigned char *m, size_t len, const zbtLexRange *r) {
+    if (r->max.inf) return r->max.inf > 0;
+    int c = cmpMember(m, len, r->max.s, r->max.len);
+    return r->max.ex ? c < 0 : c <= 0;
+}
+
+int zbtLexInRange(const unsigned char *m, size_t len, const zbtLexRange *r) {
+    return !zbtLexRangeEmpty(r) && lexGteMin(m, len, r) && lexLteMax(m, len, r);
+}
+
+/* A test on the first entry below a child, true for a prefix of the
+ * children or for a suffix. */
+typedef int (*childTest)(const zbtInner *p, int i, const void *range);
+
+static int minGteMin(const zbtInner *p, int i, const void *r) { return gteMin(p->minscore[i], r); }
+static int minLteMax(const zbtInner *p, int i, const void *r) { return lteMax(p->minscore[i], r); }
+
+static int firstMemberTest(const zbtInner *p, int i, const void *r, int max) {
+    item it;
+    decode(leftmostLeaf(p->child[i], p->level - 1)->data, 0.0, &it);
+    return max ? lexLteMax(it.m, it.len, r) : lexGteMin(it.m, it.len, r);
+}
+static int firstGteLexMin(const zbtInner *p, int i, const void *r) { return firstMemberTest(p, i, r, 0); }
+static int firstLteLexMax(const zbtInner *p, int i, const void *r) { return firstMemberTest(p, i, r, 1); }
+
+/* Descends to the leaf where the first entry passing `gte` is: in the child
+ * before the first child whose first entry passes. */
+static zbtLeaf *descendFirst(const zbt *t, childTest gte, const void *r) {
+    void *node = t->root;
+    for (int level = t->height; level > 0; level--) {
+        const zbtInner *p = node;
+        int lo = 0, hi = p->n; /* first passing child in [lo, hi] */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (gte(p, mid, r)) hi = mid;
+            else lo = mid + 1;
+        }
+        node = p->child[lo > 0 ? lo - 1 : 0];
+    }
+    return node;
+}
+
+/* Descends to the leaf of the last entry passing `lte`: the last child whose
+ * first entry passes. NULL when no entry passes. */
+static zbtLeaf *descendLast(const zbt *t, childTest lte, const void *r) {
+    void *node = t->root;
+    for (int level = t->height; level > 0; level--) {
+        const zbtInner *p = node;
+        int lo = -1, hi = p->n - 1; /* last passing child in [lo, hi] */
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (lte(p, mid, r)) lo = mid;
+            else hi = mid - 1;
+        }
+        if (lo < 0) return NULL;
+        node = p->child[lo];
+    }
+    return node;
+}
+
+typedef int (*entryTest)(const item *it, const void *range);
+static int itemGteMin(const item *it, const void *r) { return gteMin(it->score, r); }
+static int itemLteMax(const item *it, const void *r) { return lteMax(it->score, r); }
+static int itemGteLexMin(const item *it, const void *r) { return lexGteMin(it->m, it->len, r); }
+static int itemLteLexMax(const item *it, const void *r) { return lexLteMax(it->m, it->len, r); }
+
+/* The first entry from leaf l on that passes gte, if it also passes lte. */
+static int seekFirst(zbt *t, zbtLeaf *l, entryTest gte, entryTest lte, const void *r, zbtCursor *c) {
+    pos p = {.leaf = l, .prev = 0.0, .off = 0};
+    for (p.idx = 0; p.idx < l->count; p.idx++) {
+        decode(l->data + p.off, p.prev, &p.it);
+        if (gte(&p.it, r)) break;
+        p.prev = p.it.score;
+        p.off += p.it.size;
+    }
+    if (p.idx == l->count) {
+        if (!l->next) return 0;
+        p.leaf = l->next;
+        p.idx = p.off = 0;
+        p.prev = 0.0;
+        decode(p.leaf->data, 0.0, &p.it);
+    }
+    if (!lte(&p.it, r)) return 0;
+    cursorSet(c, t, &p);
+    return 1;
+}
+
+/* The last entry of leaf l that passes lte, if it also passes gte. */
+static int seekLast(zbt *t, zbtLeaf *l, entryTest lte, entryTest gte, const void *r, zbtCursor *c) {
+    pos p = {.leaf = l, .prev = 0.0, .off = 0}, found = {0};
+    int any = 0;
+    for (p.idx = 0; p.idx < l->count; p.idx++) {
+        decode(l->data + p.off, p.prev, &p.it);
+        if (!lte(&p.it, r)) break;
+        found = p;
+        any = 1;
+        p.prev = p.it.score;
+        p.off += p.it.size;
+    }
+    if (!any || !gte(&found.it, r)) return 0;
+    cursorSet(c, t, &found);
+    return 1;
+}
+
+int zbtFirstInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c) {
+    settle(t);
+    if (!t->length || zbtScoreRangeEmpty(r)) return 0;
+    return seekFirst(t, descendFirst(t, minGteMin, r), itemGteMin, itemLteMax, r, c);
+}
+
+int zbtLastInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c) {
+    settle(t);
+    if (!t->length || zbtScoreRangeEmpty(r)) return 0;
+    zbtLeaf *l = descendLast(t, minLteMax, r);
+    return l && seekLast(t, l, itemLteMax, itemGteMin, r, c);
+}
+
+int zbtFirstInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c) {
+    settle(t);
+    if (!t->length || zbtLexRangeEmpty(r)) return 0;
+    return seekFirst(t, descendFirst(t, firstGteLexMin, r), itemGteLexMin, itemLteLexMax, r, c);
+}
+
+int zbtLastInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c) {
+    settle(t);
+    if (!t->length || zbtLexRangeEmpty(r)) return 0;
+    zbtLeaf *l = descendLast(t, firstLteLexMax, r);
+    return l && seekLast(t, l, itemLteLexMax, itemGteLexMin, r, c);
+}
+
+/* Ranks of the first and last entries of a range; 0 when it is empty. */
+static int rankSpan(zbt *t, int lex, const void *r, unsigned long *first, unsigned long *last) {
+    zbtCursor *c = zmalloc(sizeof(*c));
+    int found = lex ? zbtFirstInLexRange(t, r, c) : zbtFirstInScoreRange(t, r, c);
+    if (found) {
+        *first = zbtCursorRank(c);
+        found = lex ? zbtLastInLexRange(t, r, c) : zbtLastInScoreRange(t, r, c);
+        if (found) *last = zbtCursorRank(c);
+    }
+    zfree(c);
+    return found && *first <= *last;
+}
+
+/* The entry `offset` places into a range from its start (or, reverse, from
+ * its end): what LIMIT offset asks for, by rank arithmetic rather than by
+ * stepping. A negative offset is outside every range. */
+static int nthInRange(zbt *t, int lex, const void *r, long offset, int reverse, zbtCursor *c) {
+    unsigned long a, b;
+    if (offset < 0 || !rankSpan(t, lex, r, &a, &b) || (unsigned long)offset > b - a) return 0;
+    return zbtAtRank(t, reverse ? b - (unsigned long)offset : a + (unsigned long)offset, c);
+}
+
+int zbtNthInScoreRange(zbt *t, const zbtScoreRange *r, long offset, int reverse, zbtCursor *c) {
+    return nthInRange(t, 0, r, offset, reverse, c);
+}
+
+int zbtNthInLexRange(zbt *t, const zbtLexRange *r, long offset, int reverse, zbtCursor *c) {
+    return nthInRange(t, 1, r, offset, reverse, c);
+}
+
+unsigned long zbtCountScoreRange(zbt *t, const zbtScoreRange *r) {
+    unsigned long a, b;
+    return rankSpan(t, 0, r, &a, &b) ? b - a + 1 : 0;
+}
+
+unsigned long zbtCountLexRange(zbt *t, const zbtLexRange *r) {
+    unsigned long a, b;
+    return rankSpan(t, 1, r, &a, &b) ? b - a + 1 : 0;
+}
+
+/* Deletes entries [idx, idx+k) of leaf l. */
+static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k) {
+    unsigned char buf[LEAF_PAYLOAD];
+    item items[LEAF_PAYLOAD];
+    int n = leafItems(l, buf, items);
+    for (int i = idx; i < idx + k; i++) {
+        int ok = zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
+        assert(ok);
+        if (items[i].ool) tfree(t, items[i].ool);
+    }
+    memmove(items + idx, items + idx + k, (n - idx - k) * sizeof(item));
+    n -= k;
+    t->length -= k;
+    rewrite(t, &l, 1, items, n, 1);
+    if (n) leafRebalance(t, l);
+}
+
+unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end) {
+    touch(t);
+    if (t->length == 0 || start > end || start >= t->length) return 0;
+    if (end >= t->length) end = t->length - 1;
+    unsigned long todo = end - start + 1, done = 0;
+    while (done < todo) {
+        void *node = t->root;
+        unsigned long rank = start;
+        for (int level = t->height; level > 0; level--) {
+            zbtInner *p = node;
+            int i = 0;
+            while (rank >= p->count[i]) rank -= p->count[i++];
+            node = p->child[i];
+        }
+        zbtLeaf *l = node;
+        unsigned long k = l->count - rank;
+        if (k > todo - done) k = todo - done;
+        deleteInLeaf(t, l, (int)rank, (int)k);
+        done += k;
+    }
+    return done;
+}
+
+unsigned long zbtDeleteScoreRange(zbt *t, const zbtScoreRange *r) {
+    unsigned long a, b;
+    return rankSpan(t, 0, r, &a, &b) ? zbtDeleteRankRange(t, a, b) : 0;
+}
+
+unsigned long zbtDeleteLexRange(zbt *t, const zbtLexRange *r) {
+    unsigned long a, b;
+    return rankSpan(t, 1, r, &a, &b) ? zbtDeleteRankRange(t, a, b) : 0;
+}
+
+/* --- Defragmentation --- */
+
+/* Moves the out-of-line members of a leaf. */
+static void defragMembers(zbtLeaf *l, void *(*fn)(void *)) {
+    size_t off = 0;
+    double prev = 0.0;
+    for (int i = 0; i < l->count; i++) {
+        item it;
+        decode(l->data + off, prev, &it);
+        if (it.ool) {
+            unsigned char *moved = fn(it.ool);
+            if (moved) memcpy(l->data + off + it.size - sizeof(void *), &moved, sizeof(void *));
+        }
+        prev = it.score;
+        off += it.size;
+    }
+}
+
+/* Moves a node and all below it, left to right; returns its address. */
+static void *defragNode(zbt *t, void *node, int level, void *(*fn)(void *)) {
+    void *moved = fn(node);
+    if (moved) node = moved;
+    if (level == 0) {
+        zbtLeaf *l = node;
+        if (moved) {
+            t->leaves[l->id] = l;
+            if (l->prev) l->prev->next = l;
+            else t->head = l;
+            if (l->next) l->next->prev = l;
+            else t->tail = l;
+        }
+        defragMembers(l, fn);
+        return l;
+    }
+    zbtInner *in = node;
+    for (int i = 0; i < in->n; i++) {
+        in->child[i] = defragNode(t, in->child[i], level - 1, fn);
+        setParent(in->child[i], level == 1, in);
+    }
+    return in;
+}
+
+zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
+    touch(t);
+    t->root = defragNode(t, t->root, t->height, fn);
+    setParent(t->root, t->height == 0, NULL);
+    zbtLeaf **leaves = fn(t->leaves);
+    if (leaves) t->leaves = leaves;
+    zmiDefrag(t->index, fn);
+    zmi *ix = fn(t->index);
+    if (ix) t->index = ix;
+    return fn(t);
+}
+
+/* --- Statistics --- */
+
+static void statsNode(void *node, int level, zbtStats *s) {
+    if (level == 0) {
+        zbtLeaf *l = node;
+        s->leaves++;
+        s->leafBytes += zmalloc_size(l);
+        s->payloadUsed += l->used;
+        size_t off = 0;
+        double prev = 0.0;
+        for (int i = 0; i < l->count; i++) {
+            item it;
+            decode(l->data + off, prev, &it);
+            if (it.ool) s->oolBytes += zmalloc_size(it.ool);
+            prev = it.score;
+            off += it.size;
+        }
+        return;
+    }
+    zbtInner *in = node;
+    s->inners++;
+    s->innerBytes += zmalloc_size(in);
+    for (int i = 0; i < in->n; i++) statsNode(in->child[i], level - 1, s);
+}
+
+void zbtGetStats(zbt *t, zbtStats *s) {
+    settle(t);
+    memset(s, 0, sizeof(*s));
+    statsNode(t->root, t->height, s);
+    s->height = t->height;
+    s->indexBytes = zmiAllocSize(t->index);
+    s->otherBytes = t->bytes - s->leafBytes - s->innerBytes - s->oolBytes;
+}
+
+/* --- Consistency check --- */
+
+typedef struct checkState {
+    zbt *t;
+    zbtLeaf *expect; /* next leaf of the chain, in tree order */
+    unsigned long entries;
+    size_t bytes;
+    int haveLast;
+    double lastScore;
+    unsigned char lastMember[ZBT_MAX_INLINE];
+    const unsigned char *lastOol;
+    size_t lastLen;
+    uint64_t *slots;
+    size_t nslots;
+    const char *err;
+} checkState;
+
+static char checkErr[256];
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            snprintf(checkErr, sizeof(checkErr), __VA_ARGS__);             \
+            st->err = checkErr;                                            \
+            return 0;                                                      \
+        }                                                                  \
+    } while (0)
+
+static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *min) {
+    zbt *t = st->t;
+    CHECK(l == st->expect, "leaf %u out of chain order", l->id);
+    st->expect = l->next;
+    CHECK(l->next || t->tail == l, "tail is not the last leaf");
+    CHECK(!l->next || l->next->prev == l, "broken prev link after leaf %u", l->id);
+    CHECK(l->id > 0 && l->id < t->nids && t->leaves[l->id] == l, "leaf %u not in the leaf table", l->id);
+    CHECK(l->count > 0 || t->height == 0, "empty leaf %u in a tree", l->id);
+    CHECK(l->used <= LEAF_PAYLOAD, "leaf %u overfull", l->id);
+    st->bytes += zmalloc_size(l);
+    size_t off = 0;
+    double prev = 0.0;
+    for (int i = 0; i < l->count; i++) {
+        item it;
+        CHECK(off < l->used, "leaf %u: entries past its used bytes", l->id);
+        decode(l->data + off, prev, &it);
+        CHECK(!isnan(it.score), "NaN score in leaf %u", l->id);
+        if (it.ool) {
+            CHECK(it.len > ZBT_MAX_INLINE, "short member out of line in leaf %u", l->id);
+            st->bytes += zmalloc_size(it.ool);
+        } else {
+            CHECK(it.len <= ZBT_MAX_INLINE, "long member inline in leaf %u", l->id);
+        }
+        CHECK(itemSize(prev, &it) == it.size, "leaf %u: entry %d not in its shortest encoding", l->id, i);
+        if (st->haveLast) {
+            const unsigned char *lm = st->lastOol ? st->lastOol : st->lastMember;
+            CHECK(cmpKey(st->lastScore, lm, st->lastLen, it.score, it.m, it.len) < 0,
+                  "keys out of order at leaf %u entry %d", l->id, i);
+        }
+        st->haveLast = 1;
+        st->lastScore = it.score;
+        st->lastLen = it.len;
+        st->lastOol = it.ool;
+        if (!it.ool) memcpy(st->lastMember, it.m, it.len);
+        if (i == 0) *min = it.score;
+        uint64_t h = memberHash(it.m, it.len);
+        st->slots[st->nslots++] = (h & 0xffffffff00000000ULL) | l->id;
+        prev = it.score;
+        off += it.size;
+    }
+    CHECK(off == l->used, "leaf %u: used %u, entries take %zu", l->id, l->used, off);
+    *count = l->count;
+    st->entries += l->count;
+    return 1;
+}
+
+static int checkNode(checkState *st, void *node, int level, zbtInner *parent, unsigned long *count, double *min) {
+    if (level == 0) {
+        CHECK(((zbtLeaf *)node)->parent == parent, "leaf with a wrong parent");
+        return checkLeaf(st, node, count, min);
+    }
+    zbtInner *in = node;
+    CHECK(in->parent == parent, "inner node with a wrong parent");
+    CHECK(in->level == level, "inner node at level %d says %d", level, in->level);
+    CHECK(in->n >= (parent ? ZBT_INNER_MIN : 2) && in->n <= ZBT_INNER_FANOUT, "inner node with %d children",
+          in->n);
+    st->bytes += zmalloc_size(in);
+    unsigned long sum = 0;
+    for (int i = 0; i < in->n; i++) {
+        unsigned long c;
+        double m;
+        if (!checkNode(st, in->child[i], level - 1, in, &c, &m)) return 0;
+        CHECK(c == in->count[i], "count %lu below child %d, %lu counted", c, i, in->count[i]);
+        CHECK(sameBits(m, in->minscore[i]), "child %d: minimum %.17g, first score %.17g", i, in->minscore[i], m);
+        sum += c;
+    }
+    *count = sum;
+    *min = in->minscore[0];
+    return 1;
+}
+
+static int cmpSlot(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void collectSlot(void *ctx, uint32_t h32, uint32_t id) {
+    checkState *st = ctx;
+    st->slots[st->nslots++] = ((uint64_t)h32 << 32) | id;
+}
+
+static int checkAll(checkState *st) {
+    zbt *t = st->t;
+    unsigned long count;
+    double min;
+    CHECK(t->head && !t->head->prev, "head has a prev link");
+    if (!checkNode(st, t->root, t->height, NULL, &count, &min)) return 0;
+    CHECK(st->expect == NULL, "leaf chain longer than the tree");
+    CHECK(count == t->length && st->entries == t->length, "length %lu, %lu entries", t->length, count);
+    uint32_t free = 0;
+    for (uint32_t id = t->freeid; id; id = (uint32_t)((uintptr_t)t->leaves[id] >> 1)) {
+        CHECK(id < t->nids && ((uintptr_t)t->leaves[id] & 1), "broken free id list");
+        CHECK(++free < t->nids, "free id list loops");
+    }
+    size_t leafCount = 0;
+    for (zbtLeaf *l = t->head; l; l = l->next) leafCount++;
+    CHECK(leafCount + free + 1 == t->nids, "leaf ids: %zu leaves, %u free, %u handed out", leafCount, free, t->nids);
+    st->bytes += zmalloc_size(t) + zmalloc_size(t->leaves);
+    CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
+    const char *ixErr = zmiCheck(t->index);
+    CHECK(!ixErr, "index: %s", ixErr);
+    CHECK(zmiCount(t->index) == t->length, "index holds %zu slots for %lu entries", zmiCount(t->index), t->length);
+    size_t expected = st->nslots;
+    zmiForEach(t->index, collectSlot, st);
+    qsort(st->slots, expected, sizeof(uint64_t), cmpSlot);
+    qsort(st->slots + expected, st->nslots - expected, sizeof(uint64_t), cmpSlot);
+    CHECK(memcmp(st->slots, st->slots + expected, expected * sizeof(uint64_t)) == 0,
+          "index slots differ from the entries' (hash, leaf)");
+    return 1;
+}
+
+/* Validates every invariant of the header comment, the index's, and the
+ * byte count behind zbtAllocSize. O(n log n): for tests. */
+const char *zbtCheck(zbt *t) {
+    settle(t);
+    checkState st = {.t = t, .expect = t->head};
+    st.slots = zmalloc(sizeof(uint64_t) * (t->length + 1) * 2);
+    int ok = checkAll(&st);
+    zfree(st.slots);
+    return ok ? NULL : st.err;
+}

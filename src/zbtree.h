@@ -1,0 +1,137 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The engine of big sorted sets: a packed, rank-annotated B+ tree of
+ * (score, member) entries with a member index. See zbtree.c for the layout.
+ */
+#ifndef ZBTREE_H
+#define ZBTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zbt zbt;
+typedef struct zbtLeaf zbtLeaf;
+
+/* Members longer than this live out of line, behind a pointer. */
+#define ZBT_MAX_INLINE 64
+
+/* Node sizes: a leaf, an inner node. Tests build the engine with small
+ * nodes too, so that a few hundred entries make a deep tree. */
+#ifndef ZBT_LEAF_BYTES
+#define ZBT_LEAF_BYTES 512
+#endif
+#ifndef ZBT_INNER_BYTES
+#define ZBT_INNER_BYTES 1024
+#endif
+
+/* Entries a leaf can hold at most (every entry takes a byte or more). */
+#define ZBT_LEAF_MAX_ENTRIES ZBT_LEAF_BYTES
+
+/* A position in the tree and a view of its entry. The member bytes stay
+ * valid until the next write to the tree. */
+typedef struct zbtCursor {
+    zbt *t;
+    zbtLeaf *leaf;
+    uint16_t off;  /* Offset of the entry in the leaf's payload. */
+    uint16_t idx;  /* Index of the entry in the leaf. */
+    uint16_t size; /* Encoded size of the entry. */
+    double score;
+    const unsigned char *member;
+    size_t len;
+    /* Offsets and scores of the leaf's entries, filled when stepping
+     * backwards (entries are variable-length and delta-encoded). */
+    zbtLeaf *cached;
+    uint16_t offs[ZBT_LEAF_MAX_ENTRIES];
+    double scores[ZBT_LEAF_MAX_ENTRIES];
+} zbtCursor;
+
+/* Bounds of a score range, as ZRANGEBYSCORE takes them. */
+typedef struct zbtScoreRange {
+    double min, max;
+    int minex, maxex; /* Exclusive bounds. */
+} zbtScoreRange;
+
+/* Bounds of a lex range: a NULL bound with inf set is - (inf < 0) or +
+ * (inf > 0). */
+typedef struct zbtLexBound {
+    const unsigned char *s;
+    size_t len;
+    int inf;
+    int ex;
+} zbtLexBound;
+
+typedef struct zbtLexRange {
+    zbtLexBound min, max;
+} zbtLexRange;
+
+enum {
+    ZBT_OK = 0,
+    ZBT_ERR_ORDER = 1, /* zbtAppend: the entry does not follow the last one. */
+    ZBT_ERR_DUP = 2,   /* The member is already in the set. */
+    ZBT_ERR_NAN = 3,   /* NaN is no score. */
+};
+
+zbt *zbtCreate(size_t expected);
+void zbtFree(zbt *t);
+unsigned long zbtLength(const zbt *t);
+size_t zbtAllocSize(const zbt *t);
+void zbtSetHashSeed(const uint8_t seed[16]);
+
+/* By member. */
+int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score);
+int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c);
+int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
+int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score);
+int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score);
+int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank);
+
+/* Bulk building from sorted input: ascending or descending, strictly. */
+int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len);
+void zbtAppendDone(zbt *t);
+
+/* Positions: 0-based ranks. */
+int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c);
+unsigned long zbtCursorRank(const zbtCursor *c);
+int zbtNext(zbtCursor *c);
+int zbtPrev(zbtCursor *c);
+int zbtFirst(zbt *t, zbtCursor *c);
+int zbtLast(zbt *t, zbtCursor *c);
+
+/* Ranges. First/last entry inside; counts; deletes (which also free the
+ * members and their index slots). */
+int zbtScoreRangeEmpty(const zbtScoreRange *r);
+int zbtLexRangeEmpty(const zbtLexRange *r);
+int zbtFirstInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c);
+int zbtLastInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c);
+int zbtFirstInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c);
+int zbtLastInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c);
+int zbtNthInScoreRange(zbt *t, const zbtScoreRange *r, long offset, int reverse, zbtCursor *c);
+int zbtNthInLexRange(zbt *t, const zbtLexRange *r, long offset, int reverse, zbtCursor *c);
+unsigned long zbtCountScoreRange(zbt *t, const zbtScoreRange *r);
+unsigned long zbtCountLexRange(zbt *t, const zbtLexRange *r);
+unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end);
+unsigned long zbtDeleteScoreRange(zbt *t, const zbtScoreRange *r);
+unsigned long zbtDeleteLexRange(zbt *t, const zbtLexRange *r);
+int zbtScoreInRange(double score, const zbtScoreRange *r);
+int zbtLexInRange(const unsigned char *m, size_t len, const zbtLexRange *r);
+
+/* Moves every allocation through fn (upstream's activeDefragAlloc
+ * contract: the new address, or NULL when it did not move). Returns the
+ * tree's new address, or NULL if the tree struct did not move. */
+zbt *zbtDefrag(zbt *t, void *(*fn)(void *));
+
+/* Where the bytes of a tree go, for DEBUG and the benchmarks. */
+typedef struct zbtStats {
+    size_t leaves, inners, height;
+    size_t leafBytes, innerBytes, oolBytes, indexBytes, otherBytes;
+    size_t payloadUsed; /* Bytes of entries in the leaves. */
+} zbtStats;
+
+void zbtGetStats(zbt *t, zbtStats *s);
+
+/* NULL when every invariant holds, else what is wrong. */
+const char *zbtCheck(zbt *t);
+
+#endif

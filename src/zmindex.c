@@ -1,0 +1,441 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+
+/* Member index
+ * ============
+ *
+ * Maps a sorted-set member to the id of the B+ tree leaf that holds it
+ * (zbtree.c), so that ZSCORE and the existence check of ZADD cost one hash
+ * and one short leaf scan. It stores no member and no pointer: a slot is
+ * eight bytes,
+ *
+ *     63                32 31                 0
+ *    +--------------------+--------------------+
+ *    | top 32 hash bits   | leaf id (never 0)  |     0 = empty slot
+ *    +--------------------+--------------------+
+ *
+ * and a lookup yields the ids of the leaves whose slot has the member's hash
+ * bits; the caller scans those leaves for the member.
+ *
+ * Layout
+ * ------
+ *
+ * The index is a directory of 2^depth segments (extendible hashing): the top
+ * `depth` bits of a hash pick the directory entry. A segment of local depth d
+ * is shared by the 2^(depth-d) entries whose top d bits agree.
+ *
+ *    dir: [ s0 | s0 | s1 | s2 ]        depth 2; s0 has local depth 1
+ *
+ * A segment is an ordered linear-probing table: its `cap` home positions
+ * cover its share of the hash space in order, so a slot's home follows from
+ * the hash bits it stores,
+ *
+ *    home = ((h32 << d) * cap) >> 32,
+ *
+ * and slots past the last home (`size - cap` of them) catch the runs that
+ * overflow the end; there is no wrap-around.
+ *
+ * Invariants
+ * ----------
+ *
+ * - Occupied slots of a segment are sorted by their hash bits, each at or
+ *   after its home, with no empty slot between its home and itself. So a
+ *   lookup stops at the first larger hash, and a delete shifts the rest of
+ *   its run back by one (no tombstones).
+ * - Every hash in a segment has the segment's top-d-bit prefix.
+ * - Two slots with the same value are interchangeable: which of two members
+ *   of one leaf with equal hash bits owns which slot does not matter.
+ *
+ * Growing
+ * -------
+ *
+ * A segment past ZMI_MAX_LOAD is rebuilt larger, or, at ZMI_SEG_MAX_CAP,
+ * split in two by its next hash bit. Because slots are sorted by hash, the
+ * split is a prefix and a suffix, and both rebuilds are one sequential pass.
+ * No insert ever rehashes more than one segment, and the index never holds
+ * more than one segment twice: the memory and the pause of a resize are
+ * bounded by ZMI_SEG_MAX_CAP whatever the size of the set. Hash bits are
+ * stored, so no member is read (nor hashed again) to move a slot.
+ *
+ * Conventions: public functions are prefixed "zmi", macros "ZMI_"; internal
+ * functions are static and unprefixed.
+ */
+
+#include "zmindex.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "serverassert.h"
+#include "zmalloc.h"
+
+/* --- Tunables --- */
+
+/* Homes per segment before it splits. 4096 slots are 32 KiB: rebuilding one
+ * takes a few microseconds, so no single insert stalls. */
+#define ZMI_SEG_MAX_CAP 4096
+#define ZMI_SEG_MIN_CAP 8
+
+/* A segment is rebuilt when an insert would take it past 92% of its homes,
+ * to 80% (so loads stay between 0.8 and 0.92: eight bytes per slot make
+ * about 9.3 bytes per member). Ordered probing keeps misses short even so:
+ * a lookup stops at the first larger hash. */
+#define ZMI_MAX_LOAD_PCT 92
+#define ZMI_BUILD_LOAD_PCT 80
+
+/* Below this load a segment is rebuilt smaller, and two buddies that fit in
+ * half a segment are merged, so deletes give memory back. */
+#define ZMI_MIN_LOAD_PCT 35
+
+/* Empty slots past the last used position of a fresh segment. */
+#define ZMI_SLACK 8
+
+/* Deepest split: below it, too few hash bits would be left for the homes. */
+#define ZMI_MAX_DEPTH 24
+
+typedef struct segment {
+    uint32_t cap;   /* Home positions. */
+    uint32_t size;  /* Slots allocated: cap plus overflow. */
+    uint32_t count; /* Occupied slots. */
+    uint8_t depth;  /* Local depth: how many top hash bits it shares. */
+    uint64_t slot[];
+} segment;
+
+struct zmi {
+    segment **dir;
+    uint8_t depth;
+    size_t count;
+    size_t bytes; /* Allocated bytes, this struct included. */
+};
+
+/* --- Helpers --- */
+
+static inline uint32_t slotHash(uint64_t v) { return (uint32_t)(v >> 32); }
+static inline uint32_t slotId(uint64_t v) { return (uint32_t)v; }
+static inline uint64_t slotMake(uint32_t h32, uint32_t id) { return ((uint64_t)h32 << 32) | id; }
+
+static inline uint32_t home(const segment *s, uint32_t h32) {
+    uint32_t bits = s->depth ? h32 << s->depth : h32;
+    return (uint32_t)(((uint64_t)bits * s->cap) >> 32);
+}
+
+static inline uint32_t dirIndex(const zmi *ix, uint32_t h32) {
+    return ix->depth ? h32 >> (32 - ix->depth) : 0;
+}
+
+static inline uint32_t dirSpan(const zmi *ix, const segment *s) { return 1u << (ix->depth - s->depth); }
+
+static uint32_t capFor(size_t count) {
+    size_t cap = count * 100 / ZMI_BUILD_LOAD_PCT + 1;
+    return cap < ZMI_SEG_MIN_CAP ? ZMI_SEG_MIN_CAP : (uint32_t)cap;
+}
+
+static void *ixAlloc(zmi *ix, size_t size) {
+    size_t usable;
+    void *p = zmalloc_usable(size, &usable);
+    ix->bytes += usable;
+    return p;
+}
+
+static void ixFree(zmi *ix, void *p) {
+    ix->bytes -= zmalloc_size(p);
+    zfree(p);
+}
+
+/* --- Segments --- */
+
+/* Builds a segment from slots sorted by hash, placing each at its home or
+ * right after its predecessor. */
+static segment *segBuild(zmi *ix, uint8_t depth, uint32_t cap, const uint64_t *v, uint32_t n) {
+    segment probe = {.cap = cap, .depth = depth};
+    int64_t last = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t h = home(&probe, slotHash(v[i]));
+        last = h > last ? h : last + 1;
+    }
+    uint32_t size = (uint32_t)((last + 1 > cap ? last + 1 : cap) + ZMI_SLACK);
+    segment *s = ixAlloc(ix, sizeof(segment) + (size_t)size * sizeof(uint64_t));
+    s->cap = cap;
+    s->size = size;
+    s->count = n;
+    s->depth = depth;
+    memset(s->slot, 0, (size_t)size * sizeof(uint64_t));
+    last = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t h = home(s, slotHash(v[i]));
+        last = h > last ? h : last + 1;
+        s->slot[last] = v[i];
+    }
+    return s;
+}
+
+/* Copies the occupied slots of s, in order, to out; returns how many. */
+static uint32_t segCollect(const segment *s, uint64_t *out) {
+    uint32_t n = 0;
+    for (uint32_t p = 0; p < s->size; p++)
+        if (s->slot[p]) out[n++] = s->slot[p];
+    return n;
+}
+
+/* Points the directory entries of `old` (depth d, first entry `first`) at
+ * `s`, for the `span` entries given. */
+static void dirSet(zmi *ix, uint32_t first, uint32_t span, segment *s) {
+    for (uint32_t i = 0; i < span; i++) ix->dir[first + i] = s;
+}
+
+static uint32_t dirFirst(const zmi *ix, const segment *s, uint32_t di) { return di & ~(dirSpan(ix, s) - 1); }
+
+static void dirDouble(zmi *ix) {
+    uint32_t n = 1u << ix->depth;
+    segment **dir = ixAlloc(ix, sizeof(segment *) * n * 2);
+    for (uint32_t i = 0; i < n; i++) dir[2 * i] = dir[2 * i + 1] = ix->dir[i];
+    ixFree(ix, ix->dir);
+    ix->dir = dir;
+    ix->depth++;
+}
+
+/* Rebuilds the segment at directory entry di with room for `count` slots:
+ * larger, smaller or split in two. */
+static void segResize(zmi *ix, uint32_t di, size_t count) {
+    segment *s = ix->dir[di];
+    uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count ? s->count : 1));
+    uint32_t n = segCollect(s, v);
+    uint32_t first = dirFirst(ix, s, di);
+    uint32_t span = dirSpan(ix, s);
+
+    if (capFor(count) <= ZMI_SEG_MAX_CAP || s->depth >= ZMI_MAX_DEPTH) {
+        dirSet(ix, first, span, segBuild(ix, s->depth, capFor(count), v, n));
+    } else {
+        if (s->depth == ix->depth) {
+            dirDouble(ix);
+            first *= 2;
+            span *= 2;
+        }
+        /* Sorted by hash, so the next bit splits them into a prefix and a
+         * suffix. */
+        uint32_t bit = 1u << (31 - s->depth), k = 0;
+        while (k < n && !(slotHash(v[k]) & bit)) k++;
+        dirSet(ix, first, span / 2, segBuild(ix, s->depth + 1, capFor(k), v, k));
+        dirSet(ix, first + span / 2, span / 2, segBuild(ix, s->depth + 1, capFor(n - k), v + k, n - k));
+    }
+    zfree(v);
+    ixFree(ix, s);
+}
+
+/* Merges the segment at di with its buddy (same depth, last prefix bit
+ * flipped) when both are small. */
+static void segMergeBuddy(zmi *ix, uint32_t di) {
+    segment *s = ix->dir[di];
+    if (s->depth == 0) return;
+    uint32_t span = dirSpan(ix, s);
+    uint32_t first = dirFirst(ix, s, di);
+    uint32_t buddyFirst = first ^ span;
+    segment *b = ix->dir[buddyFirst];
+    if (b->depth != s->depth || capFor(s->count + b->count) > ZMI_SEG_MAX_CAP / 2) return;
+    if ((uint64_t)capFor(s->count + b->count) * 4 > ((uint64_t)s->size + b->size) * 3)
+        return; /* would save too little to be worth the moves */
+
+    segment *lo = first < buddyFirst ? s : b, *hi = first < buddyFirst ? b : s;
+    uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count + b->count + 1));
+    uint32_t n = segCollect(lo, v);
+    n += segCollect(hi, v + n);
+    segment *m = segBuild(ix, s->depth - 1, capFor(n), v, n);
+    dirSet(ix, first < buddyFirst ? first : buddyFirst, span * 2, m);
+    zfree(v);
+    ixFree(ix, s);
+    ixFree(ix, b);
+}
+
+/* Inserts into s in hash order; 0 when the run would pass the last slot. */
+static int segInsert(segment *s, uint32_t h32, uint32_t id) {
+    uint32_t p = home(s, h32);
+    while (p < s->size && s->slot[p] && slotHash(s->slot[p]) <= h32) p++;
+    uint32_t e = p;
+    while (e < s->size && s->slot[e]) e++;
+    if (e == s->size) return 0;
+    memmove(s->slot + p + 1, s->slot + p, (size_t)(e - p) * sizeof(uint64_t));
+    s->slot[p] = slotMake(h32, id);
+    s->count++;
+    return 1;
+}
+
+/* Position of the slot (h32, id) in s, or -1. */
+static int64_t segFind(const segment *s, uint32_t h32, uint32_t id) {
+    uint64_t want = slotMake(h32, id);
+    for (uint32_t p = home(s, h32); p < s->size && s->slot[p]; p++) {
+        if (s->slot[p] == want) return p;
+        if (slotHash(s->slot[p]) > h32) break;
+    }
+    return -1;
+}
+
+/* Empties slot p and pulls the rest of its run back towards their homes. */
+static void segDelete(segment *s, uint32_t p) {
+    uint32_t gap = p;
+    for (uint32_t q = p + 1; q < s->size && s->slot[q]; q++) {
+        if (home(s, slotHash(s->slot[q])) > gap) break;
+        s->slot[gap] = s->slot[q];
+        gap = q;
+    }
+    s->slot[gap] = 0;
+    s->count--;
+}
+
+/* --- API --- */
+
+zmi *zmiCreate(size_t expected) {
+    size_t usable;
+    zmi *ix = zmalloc_usable(sizeof(*ix), &usable);
+    ix->bytes = usable;
+    ix->count = 0;
+    ix->depth = 0;
+    ix->dir = ixAlloc(ix, sizeof(segment *));
+    /* Many segments from the start when the size is known (RDB load). */
+    while (capFor(expected >> ix->depth) > ZMI_SEG_MAX_CAP / 2 && ix->depth < 16) dirDouble(ix);
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n; i++) ix->dir[i] = segBuild(ix, ix->depth, capFor(expected >> ix->depth), NULL, 0);
+    return ix;
+}
+
+void zmiFree(zmi *ix) {
+    if (!ix) return;
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n; i++) {
+        segment *s = ix->dir[i];
+        if (i + 1 < n && ix->dir[i + 1] == s) continue; /* shared entries are adjacent */
+        zfree(s);
+    }
+    zfree(ix->dir);
+    zfree(ix);
+}
+
+size_t zmiCount(const zmi *ix) { return ix->count; }
+size_t zmiAllocSize(const zmi *ix) { return ix->bytes; }
+
+uint32_t zmiNext(zmiIter *it) {
+    const segment *s = it->seg;
+    while (it->pos < s->size && s->slot[it->pos]) {
+        uint64_t v = s->slot[it->pos++];
+        if (slotHash(v) == it->h32) return slotId(v);
+        if (slotHash(v) > it->h32) break;
+    }
+    it->pos = s->size;
+    return 0;
+}
+
+uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
+    uint32_t h32 = (uint32_t)(hash >> 32);
+    const segment *s = ix->dir[dirIndex(ix, h32)];
+    it->seg = s;
+    it->h32 = h32;
+    it->pos = home(s, h32);
+    return zmiNext(it);
+}
+
+void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
+    uint32_t h32 = (uint32_t)(hash >> 32);
+    uint32_t di = dirIndex(ix, h32);
+    segment *s = ix->dir[di];
+    if ((uint64_t)(s->count + 1) * 100 > (uint64_t)s->cap * ZMI_MAX_LOAD_PCT) {
+        segResize(ix, di, s->count + 1);
+        di = dirIndex(ix, h32);
+        s = ix->dir[di];
+    }
+    if (!segInsert(s, h32, id)) {
+        /* The run reached the last slot: same homes, fresh slack. */
+        segResize(ix, di, s->count);
+        s = ix->dir[dirIndex(ix, h32)];
+        int ok = segInsert(s, h32, id);
+        assert(ok);
+    }
+    ix->count++;
+}
+
+int zmiRemove(zmi *ix, uint64_t hash, uint32_t id) {
+    uint32_t h32 = (uint32_t)(hash >> 32);
+    uint32_t di = dirIndex(ix, h32);
+    segment *s = ix->dir[di];
+    int64_t p = segFind(s, h32, id);
+    if (p < 0) return 0;
+    segDelete(s, (uint32_t)p);
+    ix->count--;
+    if (s->cap > ZMI_SEG_MIN_CAP && (uint64_t)s->count * 100 < (uint64_t)s->cap * ZMI_MIN_LOAD_PCT) {
+        segResize(ix, di, s->count);
+    }
+    segMergeBuddy(ix, dirIndex(ix, h32));
+    return 1;
+}
+
+int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to) {
+    uint32_t h32 = (uint32_t)(hash >> 32);
+    segment *s = ix->dir[dirIndex(ix, h32)];
+    int64_t p = segFind(s, h32, from);
+    if (p < 0) return 0;
+    s->slot[p] = slotMake(h32, to);
+    return 1;
+}
+
+void zmiDefrag(zmi *ix, void *(*fn)(void *)) {
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n;) {
+        segment *s = ix->dir[i];
+        uint32_t span = dirSpan(ix, s);
+        segment *moved = fn(s);
+        if (moved) dirSet(ix, i, span, moved);
+        i += span;
+    }
+    segment **dir = fn(ix->dir);
+    if (dir) ix->dir = dir;
+}
+
+void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t id), void *ctx) {
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n;) {
+        const segment *s = ix->dir[i];
+        for (uint32_t p = 0; p < s->size; p++)
+            if (s->slot[p]) visit(ctx, slotHash(s->slot[p]), slotId(s->slot[p]));
+        i += dirSpan(ix, s);
+    }
+}
+
+/* Returns NULL when every invariant of the header comment holds, else what
+ * is wrong. */
+const char *zmiCheck(const zmi *ix) {
+    static char err[128];
+    uint32_t n = 1u << ix->depth;
+    size_t total = 0;
+    for (uint32_t i = 0; i < n;) {
+        const segment *s = ix->dir[i];
+        if (s->depth > ix->depth) return "segment deeper than the directory";
+        uint32_t span = dirSpan(ix, s);
+        if (i % span) return "segment not aligned in the directory";
+        for (uint32_t j = 0; j < span; j++)
+            if (ix->dir[i + j] != s) return "directory range of a segment is split";
+        uint32_t count = 0, prevHash = 0;
+        for (uint32_t p = 0; p < s->size; p++) {
+            uint64_t v = s->slot[p];
+            if (!v) continue;
+            count++;
+            uint32_t h32 = slotHash(v);
+            if (slotId(v) == 0) return "slot with leaf id 0";
+            if (ix->depth && (h32 >> (32 - ix->depth)) >> (ix->depth - s->depth) != i >> (ix->depth - s->depth))
+                return "hash outside its segment's prefix";
+            if (count > 1 && h32 < prevHash) return "slots out of hash order";
+            prevHash = h32;
+            uint32_t h = home(s, h32);
+            if (h > p) return "slot before its home";
+            for (uint32_t q = h; q < p; q++)
+                if (!s->slot[q]) return "empty slot between a slot and its home";
+        }
+        if (count != s->count) {
+            snprintf(err, sizeof(err), "segment count %u, %u slots used", s->count, count);
+            return err;
+        }
+        total += count;
+        i += span;
+    }
+    if (total != ix->count) return "index count differs from its segments";
+    return NULL;
+}

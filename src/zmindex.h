@@ -1,0 +1,44 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The member index of a big sorted set: from a member's hash to the id of
+ * the B+ tree leaf that holds it. See zmindex.c for the layout.
+ */
+#ifndef ZMINDEX_H
+#define ZMINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zmi zmi;
+
+/* Candidates for one hash, in no particular order: the caller checks each
+ * leaf for the member. Valid until the index changes. */
+typedef struct zmiIter {
+    const void *seg;
+    uint32_t pos;
+    uint32_t h32;
+} zmiIter;
+
+zmi *zmiCreate(size_t expected);
+void zmiFree(zmi *ix);
+size_t zmiCount(const zmi *ix);
+size_t zmiAllocSize(const zmi *ix);
+
+uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it);
+uint32_t zmiNext(zmiIter *it);
+void zmiInsert(zmi *ix, uint64_t hash, uint32_t id);
+int zmiRemove(zmi *ix, uint64_t hash, uint32_t id);
+int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to);
+
+/* Calls fn on each allocation; fn returns the new address or NULL if it did
+ * not move the allocation (upstream's activeDefragAlloc contract). */
+void zmiDefrag(zmi *ix, void *(*fn)(void *));
+
+/* Calls visit on every (hash bits, id) slot, for the consistency check. The
+ * hash bits are the top 32 bits of the member's hash. */
+void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t id), void *ctx);
+const char *zmiCheck(const zmi *ix);
+
+#endif

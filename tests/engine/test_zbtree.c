@@ -1,0 +1,537 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Unit tests of the sorted-set engine (src/zbtree.c, src/zmindex.c): every
+ * operation at its edges, the bugs comparable B+ trees shipped with, and a
+ * differential run of a million operations against a sorted array.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "zbt_diff.h"
+
+/* --- Helpers --- */
+
+static void check(zbt *t) {
+    const char *err = zbtCheck(t);
+    if (err) fail_msg("consistency check: %s", err);
+}
+
+static size_t name(unsigned char *buf, const char *prefix, long i) {
+    return (size_t)snprintf((char *)buf, 64, "%s%ld", prefix, i);
+}
+
+static void insertOk(zbt *t, double score, const char *m) {
+    assert_int_equal(zbtInsert(t, score, (const unsigned char *)m, strlen(m)), ZBT_OK);
+}
+
+/* The members of t in order, joined by spaces. */
+static char *members(zbt *t, char *buf, size_t size) {
+    zbtCursor *c = malloc(sizeof(*c));
+    buf[0] = '\0';
+    size_t off = 0;
+    for (int ok = zbtFirst(t, c); ok; ok = zbtNext(c))
+        off += (size_t)snprintf(buf + off, size - off, "%s%.*s", off ? " " : "", (int)c->len, c->member);
+    free(c);
+    return buf;
+}
+
+static zbtScoreRange srange(double min, double max, int minex, int maxex) {
+    zbtScoreRange r = {min, max, minex, maxex};
+    return r;
+}
+
+static zbtLexRange lrange(const char *min, const char *max) {
+    /* "-" and "+" are the infinities, "(x" exclusive, "[x" inclusive. */
+    zbtLexRange r;
+    memset(&r, 0, sizeof(r));
+    zbtLexBound *b[2] = {&r.min, &r.max};
+    const char *s[2] = {min, max};
+    for (int i = 0; i < 2; i++) {
+        if (!strcmp(s[i], "-")) b[i]->inf = -1;
+        else if (!strcmp(s[i], "+")) b[i]->inf = 1;
+        else {
+            b[i]->ex = s[i][0] == '(';
+            b[i]->s = (const unsigned char *)s[i] + 1;
+            b[i]->len = strlen(s[i]) - 1;
+        }
+    }
+    return r;
+}
+
+/* --- Edges --- */
+
+static void test_empty(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    zbtCursor *c = malloc(sizeof(*c));
+    double s;
+    unsigned long rank;
+    zbtScoreRange sr = srange(-INFINITY, INFINITY, 0, 0);
+    zbtLexRange lr = lrange("-", "+");
+    assert_int_equal(zbtLength(t), 0);
+    assert_false(zbtScore(t, (const unsigned char *)"a", 1, &s));
+    assert_false(zbtRank(t, (const unsigned char *)"a", 1, 0, &rank));
+    assert_false(zbtDelete(t, (const unsigned char *)"a", 1, NULL));
+    assert_false(zbtUpdateScore(t, (const unsigned char *)"a", 1, 1.0));
+    assert_false(zbtAtRank(t, 0, c));
+    assert_false(zbtFirst(t, c));
+    assert_false(zbtLast(t, c));
+    assert_false(zbtFirstInScoreRange(t, &sr, c));
+    assert_false(zbtLastInScoreRange(t, &sr, c));
+    assert_false(zbtFirstInLexRange(t, &lr, c));
+    assert_int_equal(zbtCountScoreRange(t, &sr), 0);
+    assert_int_equal(zbtDeleteRankRange(t, 0, 10), 0);
+    assert_int_equal(zbtDeleteScoreRange(t, &sr), 0);
+    check(t);
+    free(c);
+    zbtFree(t);
+}
+
+static void test_one_entry(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    zbtCursor *c = malloc(sizeof(*c));
+    insertOk(t, 1.5, "x");
+    assert_int_equal(zbtInsert(t, 2.0, (const unsigned char *)"x", 1), ZBT_ERR_DUP);
+    double s = 0;
+    assert_true(zbtScore(t, (const unsigned char *)"x", 1, &s));
+    assert_true(s == 1.5);
+    unsigned long rank = 9;
+    assert_true(zbtRank(t, (const unsigned char *)"x", 1, 1, &rank));
+    assert_int_equal(rank, 0);
+    assert_true(zbtAtRank(t, 0, c));
+    assert_false(zbtNext(c));
+    assert_true(zbtAtRank(t, 0, c));
+    assert_false(zbtPrev(c));
+    assert_true(zbtUpdateScore(t, (const unsigned char *)"x", 1, -7.0));
+    assert_true(zbtScore(t, (const unsigned char *)"x", 1, &s) && s == -7.0);
+    check(t);
+    assert_true(zbtDelete(t, (const unsigned char *)"x", 1, &s));
+    assert_true(s == -7.0);
+    assert_int_equal(zbtLength(t), 0);
+    check(t);
+    insertOk(t, 3.0, "y");
+    check(t);
+    free(c);
+    zbtFree(t);
+}
+
+/* Ties order by member bytes (memcmp, then length), as upstream does. */
+static void test_equal_scores_order_by_member(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    char buf[256];
+    const char *in[] = {"b", "a", "ab", "", "B", "aa", "\xff", "a\x01"};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+        assert_int_equal(zbtInsert(t, 1.0, (const unsigned char *)in[i], strlen(in[i])), ZBT_OK);
+    insertOk(t, 0.5, "z");
+    insertOk(t, 2.0, "0");
+    assert_string_equal(members(t, buf, sizeof(buf)), "z  B a a\x01 aa ab b \xff 0");
+    check(t);
+    zbtFree(t);
+}
+
+/* A run of one score over many leaves: counts, firsts/lasts and deletes by
+ * score and by lex inside the run and across its edges. A B+ tree that
+ * located such runs by score alone miscounted them and deleted too much. */
+static void test_equal_score_run_across_leaves(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    for (long i = 0; i < 100; i++) assert_int_equal(zbtInsert(t, 1.0, m, name(m, "lo", i)), ZBT_OK);
+    for (long i = 0; i < 3000; i++) assert_int_equal(zbtInsert(t, 5.0, m, name(m, "run:", 10000 + i)), ZBT_OK);
+    for (long i = 0; i < 100; i++) assert_int_equal(zbtInsert(t, 9.0, m, name(m, "hi", i)), ZBT_OK);
+    check(t);
+    zbtScoreRange run = srange(5.0, 5.0, 0, 0), ex = srange(5.0, 9.0, 1, 0), to5 = srange(1.0, 5.0, 1, 0);
+    assert_int_equal(zbtCountScoreRange(t, &run), 3000);
+    assert_int_equal(zbtCountScoreRange(t, &ex), 100);
+    assert_int_equal(zbtCountScoreRange(t, &to5), 3000);
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_true(zbtFirstInScoreRange(t, &run, c));
+    assert_int_equal(zbtCursorRank(c), 100);
+    assert_memory_equal(c->member, "run:10000", 9);
+    assert_true(zbtLastInScoreRange(t, &run, c));
+    assert_int_equal(zbtCursorRank(c), 3099);
+    assert_memory_equal(c->member, "run:12999", 9);
+    assert_true(zbtNthInScoreRange(t, &run, 2500, 0, c));
+    assert_memory_equal(c->member, "run:12500", 9);
+    assert_true(zbtNthInScoreRange(t, &run, 2500, 1, c));
+    assert_memory_equal(c->member, "run:10499", 9);
+    assert_false(zbtNthInScoreRange(t, &run, 3000, 0, c));
+
+    /* Lex ranges inside the run (lex order holds within one score). */
+    zbtLexRange mid = lrange("[run:11000", "(run:12000");
+    assert_int_equal(zbtCountLexRange(t, &mid), 1000);
+    assert_int_equal(zbtDeleteLexRange(t, &mid), 1000);
+    check(t);
+    assert_int_equal(zbtCountScoreRange(t, &run), 2000);
+
+    /* A score range inside, then across the run's edges. */
+    zbtScoreRange all5 = srange(4.0, 6.0, 0, 0);
+    assert_int_equal(zbtCountScoreRange(t, &all5), 2000);
+    assert_int_equal(zbtDeleteRankRange(t, 150, 1149), 1000);
+    check(t);
+    assert_int_equal(zbtCountScoreRange(t, &all5), 1000);
+    zbtScoreRange edge = srange(1.0, 5.0, 0, 0);
+    assert_int_equal(zbtDeleteScoreRange(t, &edge), 1100);
+    check(t);
+    assert_int_equal(zbtLength(t), 100);
+    assert_true(zbtFirst(t, c));
+    assert_memory_equal(c->member, "hi0", 3);
+    free(c);
+    zbtFree(t);
+}
+
+static void test_signed_zeros(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    insertOk(t, -0.0, "b");
+    insertOk(t, 0.0, "a");
+    insertOk(t, 0.0, "c");
+    double s;
+    assert_true(zbtScore(t, (const unsigned char *)"b", 1, &s));
+    assert_true(s == 0.0 && signbit(s));
+    assert_true(zbtScore(t, (const unsigned char *)"a", 1, &s));
+    assert_true(s == 0.0 && !signbit(s));
+    char buf[64];
+    assert_string_equal(members(t, buf, sizeof(buf)), "a b c"); /* -0.0 == 0.0: by member */
+    zbtScoreRange r = srange(-0.0, 0.0, 0, 0);
+    assert_int_equal(zbtCountScoreRange(t, &r), 3);
+    assert_true(zbtUpdateScore(t, (const unsigned char *)"a", 1, -0.0));
+    assert_true(zbtScore(t, (const unsigned char *)"a", 1, &s) && signbit(s));
+    check(t);
+    zbtFree(t);
+}
+
+static void test_infinities_and_odd_doubles(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    const double v[] = {INFINITY, -INFINITY, 4.9406564584124654e-324, -4.9406564584124654e-324, 1e308, -1e308,
+                        9007199254740993.0, 4294967295.0, 4294967296.0, 0.1, 1.0 / 3.0};
+    unsigned char m[64];
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) assert_int_equal(zbtInsert(t, v[i], m, name(m, "v", (long)i)), ZBT_OK);
+    check(t);
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        double s;
+        assert_true(zbtScore(t, m, name(m, "v", (long)i), &s));
+        assert_memory_equal(&s, &v[i], sizeof(double)); /* bit for bit */
+    }
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_true(zbtFirst(t, c));
+    assert_true(c->score == -INFINITY);
+    assert_true(zbtLast(t, c));
+    assert_true(c->score == INFINITY);
+    zbtScoreRange all = srange(-INFINITY, INFINITY, 0, 0), open = srange(-INFINITY, INFINITY, 1, 1);
+    assert_int_equal(zbtCountScoreRange(t, &all), 11);
+    assert_int_equal(zbtCountScoreRange(t, &open), 9);
+    free(c);
+    zbtFree(t);
+}
+
+static void test_nan_refused(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    insertOk(t, 1.0, "a");
+    assert_int_equal(zbtInsert(t, NAN, (const unsigned char *)"b", 1), ZBT_ERR_NAN);
+    assert_int_equal(zbtUpdateScore(t, (const unsigned char *)"a", 1, NAN), ZBT_ERR_NAN);
+    assert_int_equal(zbtAppend(t, NAN, (const unsigned char *)"c", 1), ZBT_ERR_NAN);
+    /* NaN range bounds select nothing, and delete nothing. */
+    zbtScoreRange r1 = srange(NAN, 10.0, 0, 0), r2 = srange(0.0, NAN, 0, 0);
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_true(zbtScoreRangeEmpty(&r1) && zbtScoreRangeEmpty(&r2));
+    assert_false(zbtFirstInScoreRange(t, &r1, c));
+    assert_false(zbtLastInScoreRange(t, &r2, c));
+    assert_int_equal(zbtCountScoreRange(t, &r1), 0);
+    assert_int_equal(zbtDeleteScoreRange(t, &r2), 0);
+    assert_int_equal(zbtLength(t), 1);
+    check(t);
+    free(c);
+    zbtFree(t);
+}
+
+/* A negative LIMIT offset is outside every range: nothing, not the start. */
+static void test_negative_offsets(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    for (long i = 0; i < 500; i++) zbtInsert(t, (double)i, m, name(m, "n", i));
+    zbtScoreRange r = srange(10, 20, 0, 0);
+    zbtLexRange lr = lrange("-", "+");
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_false(zbtNthInScoreRange(t, &r, -1, 0, c));
+    assert_false(zbtNthInScoreRange(t, &r, -1, 1, c));
+    assert_false(zbtNthInScoreRange(t, &r, 11, 0, c));
+    assert_false(zbtNthInLexRange(t, &lr, -5, 0, c));
+    assert_true(zbtNthInScoreRange(t, &r, 10, 0, c));
+    assert_true(c->score == 20.0);
+    assert_true(zbtNthInScoreRange(t, &r, 0, 1, c));
+    assert_true(c->score == 20.0);
+    free(c);
+    zbtFree(t);
+}
+
+static void test_empty_and_large_members(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    size_t sizes[] = {0, 1, 29, 30, 31, 63, 64, 65, 255, 256, 4096, 1 << 20};
+    unsigned char *big = malloc(1 << 20);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        memset(big, 'a' + (int)i, sizes[i]);
+        assert_int_equal(zbtInsert(t, (double)i, big, sizes[i]), ZBT_OK);
+    }
+    check(t);
+    size_t before = zbtAllocSize(t);
+    assert_true(before > (1 << 20) + 4096);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        memset(big, 'a' + (int)i, sizes[i]);
+        double s;
+        assert_true(zbtScore(t, big, sizes[i], &s));
+        assert_true(s == (double)i);
+        assert_true(zbtUpdateScore(t, big, sizes[i], 100.0 - (double)i)); /* moves, keeps the member */
+    }
+    check(t);
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_true(zbtLast(t, c));
+    assert_int_equal(c->len, 0);
+    assert_true(zbtFirst(t, c));
+    assert_int_equal(c->len, 1 << 20);
+    assert_int_equal(zbtDeleteRankRange(t, 0, 100), sizeof(sizes) / sizeof(sizes[0]));
+    check(t);
+    assert_true(zbtAllocSize(t) < before - (1 << 20));
+    free(c);
+    free(big);
+    zbtFree(t);
+}
+
+/* Forwards and backwards over every leaf boundary: each entry once. */
+static void test_cursor_crosses_leaves(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    const long n = 20000;
+    for (long i = 0; i < n; i++) zbtInsert(t, (double)(i * 7919 % n), m, name(m, "c", i * 7919 % n));
+    check(t);
+    zbtCursor *c = malloc(sizeof(*c));
+    long i = 0;
+    for (int ok = zbtFirst(t, c); ok; ok = zbtNext(c), i++) {
+        assert_true(c->score == (double)i);
+        assert_int_equal(zbtCursorRank(c), (unsigned long)i);
+    }
+    assert_int_equal(i, n);
+    i = n - 1;
+    for (int ok = zbtLast(t, c); ok; ok = zbtPrev(c), i--) assert_true(c->score == (double)i);
+    assert_int_equal(i, -1);
+    /* Zig-zag at every position. */
+    for (long r = 0; r < n; r += 37) {
+        assert_true(zbtAtRank(t, (unsigned long)r, c));
+        if (zbtNext(c)) {
+            assert_true(c->score == (double)(r + 1));
+            assert_true(zbtPrev(c));
+            assert_true(c->score == (double)r);
+        }
+        if (zbtPrev(c)) {
+            assert_true(c->score == (double)(r - 1));
+            assert_true(zbtNext(c));
+            assert_true(c->score == (double)r);
+        }
+    }
+    free(c);
+    zbtFree(t);
+}
+
+/* Grows to four levels and empties again, in random order, checking the
+ * invariants (splits, shares and merges at every level) along the way. */
+static void test_splits_and_merges_at_every_level(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[80];
+    const long n = 300000;
+    uint64_t x = 88172645463325252ULL;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t len = name(m, "member-with-a-long-prefix-", (long)(x % 1000000007));
+        zbtInsert(t, (double)(x % 1000), m, len);
+        if (i % 50000 == 0) check(t);
+    }
+    check(t);
+    unsigned long len = zbtLength(t);
+    assert_true(len > n - 100);
+    /* Random deletes down to nothing. */
+    zbtCursor *c = malloc(sizeof(*c));
+    while (zbtLength(t)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        assert_true(zbtAtRank(t, x % zbtLength(t), c));
+        memcpy(m, c->member, c->len);
+        assert_true(zbtDelete(t, m, c->len, NULL));
+        if (zbtLength(t) % 40000 == 0) check(t);
+    }
+    check(t);
+    free(c);
+    zbtFree(t);
+}
+
+static void test_delete_everything_by_ranges(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    for (long i = 0; i < 50000; i++) zbtInsert(t, (double)(i / 10), m, name(m, "d", i));
+    check(t);
+    assert_int_equal(zbtDeleteRankRange(t, 100, 40099), 40000);
+    check(t);
+    zbtScoreRange all = srange(-INFINITY, INFINITY, 0, 0);
+    assert_int_equal(zbtDeleteScoreRange(t, &all), 10000);
+    assert_int_equal(zbtLength(t), 0);
+    check(t);
+    insertOk(t, 1.0, "again");
+    check(t);
+    zbtFree(t);
+}
+
+/* Sequential inserts fill leaves; random deletes then keep them from going
+ * sparse. */
+static void test_fill_and_sparse_leaves(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    const long n = 200000;
+    for (long i = 0; i < n; i++) zbtInsert(t, (double)i, m, name(m, "m:", i));
+    double full = (double)zbtAllocSize(t) / n;
+    for (long i = 0; i < n; i++)
+        if (i % 5) zbtDelete(t, m, name(m, "m:", i), NULL);
+    check(t);
+    double sparse = (double)zbtAllocSize(t) / zbtLength(t);
+    /* A fifth left: no leaf below its minimum fill, the index shrank. */
+    zbtStats s;
+    zbtGetStats(t, &s);
+    assert_true(s.payloadUsed * 5 >= s.leaves * (ZBT_LEAF_BYTES - 32) * 2);
+    if (ZBT_LEAF_BYTES >= 512) assert_true(sparse < full * 2.5);
+    zbtFree(t);
+}
+
+static void test_bulk_append_both_ways(void **state) {
+    (void)state;
+    unsigned char m[64];
+    for (int dir = 0; dir < 2; dir++) {
+        zbt *t = zbtCreate(100000);
+        for (long i = 0; i < 100000; i++) {
+            long k = dir ? 99999 - i : i;
+            assert_int_equal(zbtAppend(t, (double)k, m, name(m, "m:", k)), ZBT_OK);
+        }
+        assert_int_equal(zbtAppend(t, 5.0, m, name(m, "x", 0)), ZBT_ERR_ORDER);
+        assert_int_equal(zbtAppend(t, dir ? -1.0 : 1e9, m, name(m, "m:", 7)), ZBT_ERR_DUP);
+        zbtAppendDone(t);
+        check(t);
+        unsigned long rank;
+        assert_true(zbtRank(t, m, name(m, "m:", 777), 0, &rank));
+        assert_int_equal(rank, 777);
+        zbtFree(t);
+    }
+}
+
+static void *moveAlloc(void *p) {
+    size_t size = zmalloc_size(p);
+    void *q = zmalloc(size);
+    memcpy(q, p, size);
+    zfree(p);
+    return q;
+}
+
+static void test_defrag_moves_everything(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[200];
+    for (long i = 0; i < 30000; i++) {
+        size_t len = name(m, "defrag-", i);
+        if (i % 100 == 0) {
+            memset(m + len, 'x', 100);
+            len += 100;
+        }
+        zbtInsert(t, (double)(i % 300), m, len);
+    }
+    size_t bytes = zbtAllocSize(t);
+    zbt *moved = zbtDefrag(t, moveAlloc);
+    if (moved) t = moved;
+    check(t);
+    assert_int_equal(zbtAllocSize(t), bytes);
+    double s;
+    assert_true(zbtScore(t, m, name(m, "defrag-", 12345), &s) && s == 45.0);
+    zbtFree(t);
+}
+
+/* --- The differential run --- */
+
+static void runDiff(uint64_t seed, long ops, int lexMode, int checkEvery) {
+    diffState *st = malloc(sizeof(*st));
+    diffInit(st);
+    diffLexMode = lexMode;
+    uint8_t bytes[256];
+    uint64_t x = seed;
+    for (long i = 0; i < ops; i++) {
+        for (size_t j = 0; j < sizeof(bytes); j += 8) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            memcpy(bytes + j, &x, 8);
+        }
+        /* Grow for a while, then shrink, so sizes sweep up and down. */
+        int shrink = (i / 6000) % 2;
+        if (!shrink && bytes[1] < 150) bytes[0] = bytes[0] % 3;               /* inserts */
+        else if (!shrink && (bytes[0] % 16 == 11 || bytes[0] % 16 == 12)) bytes[0] = 0;
+        else if (shrink && bytes[1] < 100) bytes[0] = (uint8_t)(3 + 8 * (bytes[1] % 2)); /* deletes */
+        reader r = {bytes, bytes + sizeof(bytes)};
+        const char *err = diffStep(st, &r);
+        if (!err && (i % checkEvery == 0)) err = zbtCheck(st->t);
+        if (!err && (i % 1000 == 0)) err = diffFull(st);
+        if (err) fail_msg("op %ld (seed %llu): %s", i, (unsigned long long)seed, err);
+    }
+    const char *err = diffFull(st);
+    if (err) fail_msg("at the end: %s", err);
+    diffLexMode = 0;
+    diffFree(st);
+    free(st);
+}
+
+/* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
+static long diffOps(long ops) {
+    const char *env = getenv("ZBT_DIFF_OPS");
+    return env ? atol(env) * ops / 1000000 : ops;
+}
+
+static void test_differential_million_ops(void **state) {
+    (void)state;
+    runDiff(0x9E3779B97F4A7C15ULL, diffOps(1000000), 0, 1);
+}
+
+static void test_differential_lex(void **state) {
+    (void)state;
+    runDiff(12345, diffOps(200000), 1, 1);
+}
+
+int main(void) {
+    uint8_t seed[16] = "zbtree unit test";
+    zbtSetHashSeed(seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_one_entry),
+        cmocka_unit_test(test_equal_scores_order_by_member),
+        cmocka_unit_test(test_equal_score_run_across_leaves),
+        cmocka_unit_test(test_signed_zeros),
+        cmocka_unit_test(test_infinities_and_odd_doubles),
+        cmocka_unit_test(test_nan_refused),
+        cmocka_unit_test(test_negative_offsets),
+        cmocka_unit_test(test_empty_and_large_members),
+        cmocka_unit_test(test_cursor_crosses_leaves),
+        cmocka_unit_test(test_splits_and_merges_at_every_level),
+        cmocka_unit_test(test_delete_everything_by_ranges),
+        cmocka_unit_test(test_fill_and_sparse_leaves),
+        cmocka_unit_test(test_bulk_append_both_ways),
+        cmocka_unit_test(test_defrag_moves_everything),
+        cmocka_unit_test(test_differential_million_ops),
+        cmocka_unit_test(test_differential_lex),
+    };
+    return cmocka_run_group_tests_name("zbtree", tests, NULL, NULL);
+}
