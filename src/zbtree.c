@@ -69,7 +69,9 @@
  * - count[i] of an inner node is the number of entries below child i;
  *   minscore[i] is the score of the first entry below child i.
  * - Every leaf but a lone root leaf holds an entry; every inner node but
- *   the root has at least ZBT_INNER_MIN children; the root has two or more.
+ *   the root has at least ZBT_INNER_MIN children (one, on the tree's left
+ *   or right edge, where sequential inserts start new nodes); the root has
+ *   two or more, in an allocation that grows with it.
  * - Each entry has exactly one index slot (its hash bits, its leaf's id).
  *
  * Inserting
@@ -134,12 +136,14 @@ struct zbtLeaf {
 
 typedef struct zbtInner {
     struct zbtInner *parent;
-    uint16_t n;
+    uint16_t n, cap;
     uint8_t level;
-    unsigned long count[ZBT_INNER_FANOUT];
-    double minscore[ZBT_INNER_FANOUT];
-    void *child[ZBT_INNER_FANOUT];
+    /* unsigned long count[cap]; double minscore[cap]; void *child[cap]; */
 } zbtInner;
+
+static inline unsigned long *cnt(const zbtInner *p) { return (unsigned long *)(p + 1); }
+static inline double *mins(const zbtInner *p) { return (double *)(cnt(p) + p->cap); }
+static inline void **kids(const zbtInner *p) { return (void **)(mins(p) + p->cap); }
 
 #define LEAF_PAYLOAD (ZBT_LEAF_BYTES - offsetof(zbtLeaf, data))
 
@@ -361,10 +365,15 @@ static void leafDrop(zbt *t, zbtLeaf *l) {
     tfree(t, l);
 }
 
-static zbtInner *innerNew(zbt *t, uint8_t level) {
-    zbtInner *in = talloc(t, sizeof(zbtInner));
+static size_t innerBytes(int cap) {
+    return sizeof(zbtInner) + (size_t)cap * (sizeof(unsigned long) + sizeof(double) + sizeof(void *));
+}
+
+static zbtInner *innerNew(zbt *t, uint8_t level, int cap) {
+    zbtInner *in = talloc(t, innerBytes(cap));
     in->parent = NULL;
     in->n = 0;
+    in->cap = (uint16_t)cap;
     in->level = level;
     return in;
 }
@@ -384,13 +393,13 @@ static inline void setParent(void *node, int isLeaf, zbtInner *p) {
 
 static int childPos(const zbtInner *p, const void *child) {
     for (int i = p->n - 1; i >= 0; i--)
-        if (p->child[i] == child) return i;
+        if (kids(p)[i] == child) return i;
     assert(0);
     return -1;
 }
 
 static zbtLeaf *leftmostLeaf(void *node, int level) {
-    while (level-- > 0) node = ((zbtInner *)node)->child[0];
+    while (level-- > 0) node = kids(((zbtInner *)node))[0];
     return node;
 }
 
@@ -403,18 +412,18 @@ static double leafFirstScore(const zbtLeaf *l) {
 /* Adds delta to the counts of every ancestor of the leaf. */
 static void addCount(zbtLeaf *l, long delta) {
     void *node = l;
-    for (zbtInner *p = l->parent; p; node = p, p = p->parent) p->count[childPos(p, node)] += delta;
+    for (zbtInner *p = l->parent; p; node = p, p = p->parent) cnt(p)[childPos(p, node)] += delta;
 }
 
 /* After the first entry below node changed: carries its score up as far as
  * the node is a first child. */
 static void fixMin(void *node, int isLeaf) {
     if (isLeaf && ((zbtLeaf *)node)->count == 0) return;
-    double min = isLeaf ? leafFirstScore(node) : ((zbtInner *)node)->minscore[0];
+    double min = isLeaf ? leafFirstScore(node) : mins(((zbtInner *)node))[0];
     for (zbtInner *p = parentOf(node, isLeaf); p; node = p, p = p->parent) {
         int pos = childPos(p, node);
-        if (sameBits(p->minscore[pos], min)) return;
-        p->minscore[pos] = min;
+        if (sameBits(mins(p)[pos], min)) return;
+        mins(p)[pos] = min;
         if (pos) return;
     }
 }
@@ -423,25 +432,29 @@ static unsigned long leafRank(const zbtLeaf *l) {
     unsigned long rank = 0;
     const void *node = l;
     for (const zbtInner *p = l->parent; p; node = p, p = p->parent)
-        for (int i = 0; p->child[i] != node; i++) rank += p->count[i];
+        for (int i = 0; kids(p)[i] != node; i++) rank += cnt(p)[i];
     return rank;
 }
 
 /* --- Structure: adding and removing children --- */
 
-static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long cnt, double min);
+static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long count, double min);
+
+/* A new root starts small (a set just past its listpack has a handful of
+ * leaves) and grows to the full fanout before it ever splits. */
+#define ZBT_ROOT_CAP 4
 
 /* Starts a new root over two nodes of the old root's level. */
 static void newRoot(zbt *t, void *a, void *b, unsigned long ca, unsigned long cb, double ma, double mb) {
-    zbtInner *r = innerNew(t, t->height + 1);
+    zbtInner *r = innerNew(t, t->height + 1, ZBT_ROOT_CAP);
     int isLeaf = t->height == 0;
     r->n = 2;
-    r->child[0] = a;
-    r->child[1] = b;
-    r->count[0] = ca;
-    r->count[1] = cb;
-    r->minscore[0] = ma;
-    r->minscore[1] = mb;
+    kids(r)[0] = a;
+    kids(r)[1] = b;
+    cnt(r)[0] = ca;
+    cnt(r)[1] = cb;
+    mins(r)[0] = ma;
+    mins(r)[1] = mb;
     setParent(a, isLeaf, r);
     setParent(b, isLeaf, r);
     t->root = r;
@@ -450,64 +463,94 @@ static void newRoot(zbt *t, void *a, void *b, unsigned long ca, unsigned long cb
 
 static unsigned long sumCounts(const zbtInner *in) {
     unsigned long sum = 0;
-    for (int i = 0; i < in->n; i++) sum += in->count[i];
+    for (int i = 0; i < in->n; i++) sum += cnt(in)[i];
     return sum;
+}
+
+/* Moves a node below the full fanout to a larger allocation. */
+static zbtInner *innerGrow(zbt *t, zbtInner *p) {
+    int cap = p->cap * 2 < (int)ZBT_INNER_FANOUT ? p->cap * 2 : (int)ZBT_INNER_FANOUT;
+    zbtInner *g = innerNew(t, p->level, cap);
+    g->parent = p->parent;
+    g->n = p->n;
+    memcpy(kids(g), kids(p), p->n * sizeof(void *));
+    memcpy(cnt(g), cnt(p), p->n * sizeof(unsigned long));
+    memcpy(mins(g), mins(p), p->n * sizeof(double));
+    for (int i = 0; i < g->n; i++) setParent(kids(g)[i], g->level == 1, g);
+    if (g->parent) kids(g->parent)[childPos(g->parent, p)] = g;
+    else t->root = g;
+    tfree(t, p);
+    return g;
+}
+
+/* Is node the last (or, first) child of every ancestor: on the tree's right
+ * (left) edge, where sequential inserts arrive? */
+static int onEdge(const zbtInner *node, int right) {
+    for (const zbtInner *p = node->parent; p; node = p, p = p->parent)
+        if (kids(p)[right ? p->n - 1 : 0] != node) return 0;
+    return 1;
 }
 
 /* Puts a child at pos of p. The ancestors of p already count its entries;
  * p gains them. A full p splits in two and passes its right half up. */
-static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long cnt, double min) {
+static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long count, double min) {
     int isLeaf = p->level == 1;
-    if (p->n < ZBT_INNER_FANOUT) {
+    if (p->n == p->cap && p->cap < ZBT_INNER_FANOUT) p = innerGrow(t, p);
+    if (p->n < p->cap) {
         int tail = p->n - pos;
-        memmove(p->child + pos + 1, p->child + pos, tail * sizeof(void *));
-        memmove(p->count + pos + 1, p->count + pos, tail * sizeof(unsigned long));
-        memmove(p->minscore + pos + 1, p->minscore + pos, tail * sizeof(double));
-        p->child[pos] = child;
-        p->count[pos] = cnt;
-        p->minscore[pos] = min;
+        memmove(kids(p) + pos + 1, kids(p) + pos, tail * sizeof(void *));
+        memmove(cnt(p) + pos + 1, cnt(p) + pos, tail * sizeof(unsigned long));
+        memmove(mins(p) + pos + 1, mins(p) + pos, tail * sizeof(double));
+        kids(p)[pos] = child;
+        cnt(p)[pos] = count;
+        mins(p)[pos] = min;
         p->n++;
         setParent(child, isLeaf, p);
         if (pos == 0) fixMin(p, 0);
         return;
     }
 
-    /* Split: the F+1 children, half and half. */
-    const int total = ZBT_INNER_FANOUT + 1, keep = total / 2;
+    /* Split: the F+1 children, half and half; but a child added at the
+     * tree's edge starts a node of its own, so that sequential inserts
+     * leave full nodes behind them. */
+    const int total = ZBT_INNER_FANOUT + 1;
+    int keep = total / 2;
+    if (pos == p->n && onEdge(p, 1)) keep = total - 1;
+    else if (pos == 0 && onEdge(p, 0)) keep = 1;
     void *ch[ZBT_INNER_FANOUT + 1];
     unsigned long co[ZBT_INNER_FANOUT + 1];
     double mi[ZBT_INNER_FANOUT + 1];
     for (int i = 0, j = 0; i < total; i++) {
         if (i == pos) {
             ch[i] = child;
-            co[i] = cnt;
+            co[i] = count;
             mi[i] = min;
         } else {
-            ch[i] = p->child[j];
-            co[i] = p->count[j];
-            mi[i] = p->minscore[j];
+            ch[i] = kids(p)[j];
+            co[i] = cnt(p)[j];
+            mi[i] = mins(p)[j];
             j++;
         }
     }
-    zbtInner *q = innerNew(t, p->level);
+    zbtInner *q = innerNew(t, p->level, ZBT_INNER_FANOUT);
     p->n = keep;
     q->n = total - keep;
-    memcpy(p->child, ch, keep * sizeof(void *));
-    memcpy(p->count, co, keep * sizeof(unsigned long));
-    memcpy(p->minscore, mi, keep * sizeof(double));
-    memcpy(q->child, ch + keep, q->n * sizeof(void *));
-    memcpy(q->count, co + keep, q->n * sizeof(unsigned long));
-    memcpy(q->minscore, mi + keep, q->n * sizeof(double));
-    for (int i = 0; i < p->n; i++) setParent(p->child[i], isLeaf, p);
-    for (int i = 0; i < q->n; i++) setParent(q->child[i], isLeaf, q);
+    memcpy(kids(p), ch, keep * sizeof(void *));
+    memcpy(cnt(p), co, keep * sizeof(unsigned long));
+    memcpy(mins(p), mi, keep * sizeof(double));
+    memcpy(kids(q), ch + keep, q->n * sizeof(void *));
+    memcpy(cnt(q), co + keep, q->n * sizeof(unsigned long));
+    memcpy(mins(q), mi + keep, q->n * sizeof(double));
+    for (int i = 0; i < p->n; i++) setParent(kids(p)[i], isLeaf, p);
+    for (int i = 0; i < q->n; i++) setParent(kids(q)[i], isLeaf, q);
     unsigned long qcount = sumCounts(q);
     if (!p->parent) {
-        newRoot(t, p, q, sumCounts(p), qcount, p->minscore[0], q->minscore[0]);
+        newRoot(t, p, q, sumCounts(p), qcount, mins(p)[0], mins(q)[0]);
     } else {
         zbtInner *gp = p->parent;
         int pp = childPos(gp, p);
-        gp->count[pp] -= qcount;
-        innerPut(t, gp, pp + 1, q, qcount, q->minscore[0]);
+        cnt(gp)[pp] -= qcount;
+        innerPut(t, gp, pp + 1, q, qcount, mins(q)[0]);
     }
     if (pos == 0) fixMin(p, 0);
 }
@@ -537,7 +580,7 @@ static void leafAttach(zbt *t, zbtLeaf *x, zbtLeaf *r, int after) {
     addCount(x, r->count);
     zbtInner *p = x->parent;
     int pos = childPos(p, x);
-    p->count[pos] -= r->count;
+    cnt(p)[pos] -= r->count;
     innerPut(t, p, after ? pos + 1 : pos, r, r->count, rmin);
 }
 
@@ -546,13 +589,17 @@ static void innerRebalance(zbt *t, zbtInner *p);
 /* Removes child pos of p; its entries must already be counted out. */
 static void innerRemove(zbt *t, zbtInner *p, int pos) {
     int tail = p->n - pos - 1;
-    memmove(p->child + pos, p->child + pos + 1, tail * sizeof(void *));
-    memmove(p->count + pos, p->count + pos + 1, tail * sizeof(unsigned long));
-    memmove(p->minscore + pos, p->minscore + pos + 1, tail * sizeof(double));
+    memmove(kids(p) + pos, kids(p) + pos + 1, tail * sizeof(void *));
+    memmove(cnt(p) + pos, cnt(p) + pos + 1, tail * sizeof(unsigned long));
+    memmove(mins(p) + pos, mins(p) + pos + 1, tail * sizeof(double));
     p->n--;
     if (p->n == 0) {
-        /* Only a root can get here: its last child went. */
-        assert(!p->parent);
+        /* A node on the tree's edge can hold a single child: it goes too. */
+        assert(p->parent);
+        zbtInner *gp = p->parent;
+        int pp = childPos(gp, p);
+        tfree(t, p);
+        innerRemove(t, gp, pp);
         return;
     }
     if (pos == 0) fixMin(p, 0);
@@ -564,25 +611,25 @@ static void innerRemove(zbt *t, zbtInner *p, int pos) {
 static void innerMove(zbtInner *a, int from, int k, zbtInner *b, int at) {
     int isLeaf = a->level == 1;
     unsigned long moved = 0;
-    memmove(b->child + at + k, b->child + at, (b->n - at) * sizeof(void *));
-    memmove(b->count + at + k, b->count + at, (b->n - at) * sizeof(unsigned long));
-    memmove(b->minscore + at + k, b->minscore + at, (b->n - at) * sizeof(double));
-    memcpy(b->child + at, a->child + from, k * sizeof(void *));
-    memcpy(b->count + at, a->count + from, k * sizeof(unsigned long));
-    memcpy(b->minscore + at, a->minscore + from, k * sizeof(double));
+    memmove(kids(b) + at + k, kids(b) + at, (b->n - at) * sizeof(void *));
+    memmove(cnt(b) + at + k, cnt(b) + at, (b->n - at) * sizeof(unsigned long));
+    memmove(mins(b) + at + k, mins(b) + at, (b->n - at) * sizeof(double));
+    memcpy(kids(b) + at, kids(a) + from, k * sizeof(void *));
+    memcpy(cnt(b) + at, cnt(a) + from, k * sizeof(unsigned long));
+    memcpy(mins(b) + at, mins(a) + from, k * sizeof(double));
     b->n += k;
     for (int i = 0; i < k; i++) {
-        setParent(b->child[at + i], isLeaf, b);
-        moved += b->count[at + i];
+        setParent(kids(b)[at + i], isLeaf, b);
+        moved += cnt(b)[at + i];
     }
     int tail = a->n - from - k;
-    memmove(a->child + from, a->child + from + k, tail * sizeof(void *));
-    memmove(a->count + from, a->count + from + k, tail * sizeof(unsigned long));
-    memmove(a->minscore + from, a->minscore + from + k, tail * sizeof(double));
+    memmove(kids(a) + from, kids(a) + from + k, tail * sizeof(void *));
+    memmove(cnt(a) + from, cnt(a) + from + k, tail * sizeof(unsigned long));
+    memmove(mins(a) + from, mins(a) + from + k, tail * sizeof(double));
     a->n -= k;
     zbtInner *gp = a->parent;
-    gp->count[childPos(gp, a)] -= moved;
-    gp->count[childPos(gp, b)] += moved;
+    cnt(gp)[childPos(gp, a)] -= moved;
+    cnt(gp)[childPos(gp, b)] += moved;
 }
 
 /* Keeps the root at two or more children and other inner nodes at
@@ -591,22 +638,22 @@ static void innerRebalance(zbt *t, zbtInner *p) {
     if (!p->parent) {
         while (t->height > 0 && ((zbtInner *)t->root)->n == 1) {
             zbtInner *r = t->root;
-            t->root = r->child[0];
+            t->root = kids(r)[0];
             t->height--;
             setParent(t->root, t->height == 0, NULL);
             tfree(t, r);
         }
         return;
     }
-    if (p->n >= ZBT_INNER_MIN) return;
+    if (p->n >= ZBT_INNER_MIN || p->parent->n < 2) return; /* a lone child on an edge */
     zbtInner *gp = p->parent;
     int pos = childPos(gp, p);
     zbtInner *left, *right;
     if (pos + 1 < gp->n) {
         left = p;
-        right = gp->child[pos + 1];
+        right = kids(gp)[pos + 1];
     } else {
-        left = gp->child[pos - 1];
+        left = kids(gp)[pos - 1];
         right = p;
     }
     if (left->n + right->n <= (int)ZBT_INNER_FANOUT) {
@@ -621,7 +668,7 @@ static void innerRebalance(zbt *t, zbtInner *p) {
     } else {
         innerMove(left, half, left->n - half, right, 0);
     }
-    gp->minscore[childPos(gp, right)] = right->minscore[0];
+    mins(gp)[childPos(gp, right)] = mins(right)[0];
 }
 
 /* Unlinks and frees an empty leaf (never the last one). */
@@ -751,10 +798,10 @@ static void leafRebalance(zbt *t, zbtLeaf *l) {
 
 /* Does the first entry below child i of p come at or before the key? */
 static int childAtOrBefore(const zbtInner *p, int i, double s, const unsigned char *m, size_t len) {
-    if (p->minscore[i] < s) return 1;
-    if (p->minscore[i] > s) return 0;
+    if (mins(p)[i] < s) return 1;
+    if (mins(p)[i] > s) return 0;
     item it;
-    decode(leftmostLeaf(p->child[i], p->level - 1)->data, 0.0, &it);
+    decode(leftmostLeaf(kids(p)[i], p->level - 1)->data, 0.0, &it);
     return cmpMember(it.m, it.len, m, len) <= 0;
 }
 
@@ -770,7 +817,7 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
             if (childAtOrBefore(p, mid, s, m, len)) lo = mid;
             else hi = mid - 1;
         }
-        node = p->child[lo];
+        node = kids(p)[lo];
     }
     return node;
 }
@@ -970,7 +1017,7 @@ zbt *zbtCreate(size_t expected) {
 static void freeNode(zbt *t, void *node, int level) {
     if (level == 0) return; /* leaves go along the chain */
     zbtInner *in = node;
-    for (int i = 0; i < in->n; i++) freeNode(t, in->child[i], level - 1);
+    for (int i = 0; i < in->n; i++) freeNode(t, kids(in)[i], level - 1);
     zfree(in);
 }
 
@@ -1242,8 +1289,8 @@ int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c) {
     for (int level = t->height; level > 0; level--) {
         zbtInner *p = node;
         int i = 0;
-        while (rank >= p->count[i]) rank -= p->count[i++];
-        node = p->child[i];
+        while (rank >= cnt(p)[i]) rank -= cnt(p)[i++];
+        node = kids(p)[i];
     }
     cursorAt(c, t, node, (int)rank);
     return 1;
@@ -1363,12 +1410,12 @@ int zbtLexInRange(const unsigned char *m, size_t len, const zbtLexRange *r) {
  * children or for a suffix. */
 typedef int (*childTest)(const zbtInner *p, int i, const void *range);
 
-static int minGteMin(const zbtInner *p, int i, const void *r) { return gteMin(p->minscore[i], r); }
-static int minLteMax(const zbtInner *p, int i, const void *r) { return lteMax(p->minscore[i], r); }
+static int minGteMin(const zbtInner *p, int i, const void *r) { return gteMin(mins(p)[i], r); }
+static int minLteMax(const zbtInner *p, int i, const void *r) { return lteMax(mins(p)[i], r); }
 
 static int firstMemberTest(const zbtInner *p, int i, const void *r, int max) {
     item it;
-    decode(leftmostLeaf(p->child[i], p->level - 1)->data, 0.0, &it);
+    decode(leftmostLeaf(kids(p)[i], p->level - 1)->data, 0.0, &it);
     return max ? lexLteMax(it.m, it.len, r) : lexGteMin(it.m, it.len, r);
 }
 static int firstGteLexMin(const zbtInner *p, int i, const void *r) { return firstMemberTest(p, i, r, 0); }
@@ -1386,7 +1433,7 @@ static zbtLeaf *descendFirst(const zbt *t, childTest gte, const void *r) {
             if (gte(p, mid, r)) hi = mid;
             else lo = mid + 1;
         }
-        node = p->child[lo > 0 ? lo - 1 : 0];
+        node = kids(p)[lo > 0 ? lo - 1 : 0];
     }
     return node;
 }
@@ -1404,7 +1451,7 @@ static zbtLeaf *descendLast(const zbt *t, childTest lte, const void *r) {
             else hi = mid - 1;
         }
         if (lo < 0) return NULL;
-        node = p->child[lo];
+        node = kids(p)[lo];
     }
     return node;
 }
@@ -1547,8 +1594,8 @@ unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end)
         for (int level = t->height; level > 0; level--) {
             zbtInner *p = node;
             int i = 0;
-            while (rank >= p->count[i]) rank -= p->count[i++];
-            node = p->child[i];
+            while (rank >= cnt(p)[i]) rank -= cnt(p)[i++];
+            node = kids(p)[i];
         }
         zbtLeaf *l = node;
         unsigned long k = l->count - rank;
@@ -1605,8 +1652,8 @@ static void *defragNode(zbt *t, void *node, int level, void *(*fn)(void *)) {
     }
     zbtInner *in = node;
     for (int i = 0; i < in->n; i++) {
-        in->child[i] = defragNode(t, in->child[i], level - 1, fn);
-        setParent(in->child[i], level == 1, in);
+        kids(in)[i] = defragNode(t, kids(in)[i], level - 1, fn);
+        setParent(kids(in)[i], level == 1, in);
     }
     return in;
 }
@@ -1645,7 +1692,7 @@ static void statsNode(void *node, int level, zbtStats *s) {
     zbtInner *in = node;
     s->inners++;
     s->innerBytes += zmalloc_size(in);
-    for (int i = 0; i < in->n; i++) statsNode(in->child[i], level - 1, s);
+    for (int i = 0; i < in->n; i++) statsNode(kids(in)[i], level - 1, s);
 }
 
 void zbtGetStats(zbt *t, zbtStats *s) {
@@ -1739,20 +1786,22 @@ static int checkNode(checkState *st, void *node, int level, zbtInner *parent, un
     zbtInner *in = node;
     CHECK(in->parent == parent, "inner node with a wrong parent");
     CHECK(in->level == level, "inner node at level %d says %d", level, in->level);
-    CHECK(in->n >= (parent ? ZBT_INNER_MIN : 2) && in->n <= ZBT_INNER_FANOUT, "inner node with %d children",
-          in->n);
+    CHECK(in->n <= in->cap && in->cap <= ZBT_INNER_FANOUT && (!parent || in->cap == ZBT_INNER_FANOUT),
+          "inner node with %d children in %d places", in->n, in->cap);
+    CHECK(in->n >= (parent ? (onEdge(in, 0) || onEdge(in, 1) ? 1 : (int)ZBT_INNER_MIN) : 2),
+          "inner node with %d children", in->n);
     st->bytes += zmalloc_size(in);
     unsigned long sum = 0;
     for (int i = 0; i < in->n; i++) {
         unsigned long c;
         double m;
-        if (!checkNode(st, in->child[i], level - 1, in, &c, &m)) return 0;
-        CHECK(c == in->count[i], "count %lu below child %d, %lu counted", c, i, in->count[i]);
-        CHECK(sameBits(m, in->minscore[i]), "child %d: minimum %.17g, first score %.17g", i, in->minscore[i], m);
+        if (!checkNode(st, kids(in)[i], level - 1, in, &c, &m)) return 0;
+        CHECK(c == cnt(in)[i], "count %lu below child %d, %lu counted", c, i, cnt(in)[i]);
+        CHECK(sameBits(m, mins(in)[i]), "child %d: minimum %.17g, first score %.17g", i, mins(in)[i], m);
         sum += c;
     }
     *count = sum;
-    *min = in->minscore[0];
+    *min = mins(in)[0];
     return 1;
 }
 

@@ -37,10 +37,15 @@ $(ENGINE_OUT)/test_zbtree_san: tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
 		tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
+# The benchmark compares with upstream's listpack: it links listpack.c and
+# what listpack.c needs (util.c, sds.c, sha256.c, fpconv).
+ENGINE_LISTPACK := $(TREE)/src/listpack.c $(TREE)/src/util.c $(TREE)/src/sds.c $(TREE)/src/sha256.c \
+	$(TREE)/deps/fpconv/libfpconv.a
+
 $(ENGINE_OUT)/bench_zbtree: tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
-		tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB)
+	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) -I$(TREE)/deps/fpconv $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_LISTPACK) $(ENGINE_JEMALLOC_LIB)
 
 $(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
 	@utils/install-deps.sh fuzz
