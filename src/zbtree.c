@@ -38,10 +38,14 @@
  *    2 D16                                           2 bytes
  *    3 D32                                           4 bytes
  *    4 RAW    the double itself                      8 bytes
+ *    5 X16    the previous score's bits, XORed with  2 bytes
+ *    6 X32    the low bits given (the high ones      4 bytes
+ *    7 X48    agree: sign, exponent, top mantissa)   6 bytes
  *
  * A delta is used only when previous + delta gives back the very bits of
  * the score, so every double (-0.0, infinities, subnormals) round-trips.
- * Sequential integer scores cost one byte.
+ * Sequential integer scores cost one byte; neighbouring fractions, which
+ * share their high bits in a sorted leaf, six bytes or fewer.
  *
  * hdr bits 4..0: the member's length,
  *
@@ -183,6 +187,9 @@ struct zbt {
 #define SC_D16 2
 #define SC_D32 3
 #define SC_RAW 4
+#define SC_X16 5
+#define SC_X32 6
+#define SC_X48 7
 
 #define LEN_BYTE 30
 #define LEN_OOL 31
@@ -206,24 +213,44 @@ static inline uint64_t memberHash(const unsigned char *m, size_t len) { return s
 
 static inline int sameBits(double a, double b) { return memcmp(&a, &b, sizeof(double)) == 0; }
 
-/* How `score` is stored after `prev`, and the delta if any. */
-static int scoreCode(double prev, double score, uint32_t *delta) {
+static inline uint64_t bitsOf(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+static inline double fromBits(uint64_t u) {
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+/* How `score` is stored after `prev`, and the delta (or XOR) if any. */
+static int scoreCode(double prev, double score, uint64_t *delta) {
     if (sameBits(prev, score)) return SC_SAME;
     if (score > prev && score - prev <= (double)UINT32_MAX && fabs(prev) < 9007199254740992.0 &&
         fabs(score) < 9007199254740992.0 && floor(prev) == prev && floor(score) == score) {
         uint32_t d = (uint32_t)(score - prev);
         if (sameBits(prev + (double)d, score)) {
             *delta = d;
-            return d <= UINT8_MAX ? SC_D8 : d <= UINT16_MAX ? SC_D16 : SC_D32;
+            if (d <= UINT8_MAX) return SC_D8;
+            if (d <= UINT16_MAX) return SC_D16;
+            /* X16 may be as short; D32 is not beaten by X32 */
+            if ((bitsOf(score) ^ bitsOf(prev)) >> 16 != 0) return SC_D32;
         }
     }
+    uint64_t x = bitsOf(score) ^ bitsOf(prev);
+    *delta = x;
+    if (x >> 16 == 0) return SC_X16;
+    if (x >> 32 == 0) return SC_X32;
+    if (x >> 48 == 0) return SC_X48;
     return SC_RAW;
 }
 
-static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8};
+static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8, 2, 4, 6};
 
 static size_t encodedSize(double prev, double score, uint32_t len, int ool) {
-    uint32_t d;
+    uint64_t d;
     size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)];
     if (ool) return size + 4 + sizeof(void *);
     return size + (len >= LEN_BYTE) + len;
@@ -233,21 +260,24 @@ static inline size_t itemSize(double prev, const item *it) {
     return encodedSize(prev, it->score, it->len, it->ool != NULL);
 }
 
+/* The low n bytes of v, little-endian. */
+static inline void putLow(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t getLow(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 static size_t encode(unsigned char *p, double prev, const item *it) {
-    uint32_t d = 0;
+    uint64_t d = 0;
     int sc = scoreCode(prev, it->score, &d);
     unsigned char *start = p++;
-    switch (sc) {
-    case SC_D8: *p++ = (uint8_t)d; break;
-    case SC_D16: {
-        uint16_t v = (uint16_t)d;
-        memcpy(p, &v, 2);
-        p += 2;
-        break;
-    }
-    case SC_D32: memcpy(p, &d, 4); p += 4; break;
-    case SC_RAW: memcpy(p, &it->score, 8); p += 8; break;
-    }
+    if (sc == SC_RAW) memcpy(p, &it->score, 8);
+    else putLow(p, d, scoreBytes[sc]);
+    p += scoreBytes[sc];
     if (it->ool) {
         *start = (uint8_t)(sc << 5 | LEN_OOL);
         memcpy(p, &it->len, 4);
@@ -269,25 +299,16 @@ static size_t encode(unsigned char *p, double prev, const item *it) {
 static void decode(const unsigned char *p, double prev, item *it) {
     const unsigned char *start = p;
     uint8_t hdr = *p++;
-    switch (hdr >> 5) {
+    int sc = hdr >> 5;
+    switch (sc) {
     case SC_SAME: it->score = prev; break;
-    case SC_D8: it->score = prev + (double)*p++; break;
-    case SC_D16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        p += 2;
-        it->score = prev + (double)v;
-        break;
+    case SC_D8:
+    case SC_D16:
+    case SC_D32: it->score = prev + (double)getLow(p, scoreBytes[sc]); break;
+    case SC_RAW: memcpy(&it->score, p, 8); break;
+    default: it->score = fromBits(bitsOf(prev) ^ getLow(p, scoreBytes[sc])); break;
     }
-    case SC_D32: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        p += 4;
-        it->score = prev + (double)v;
-        break;
-    }
-    default: memcpy(&it->score, p, 8); p += 8; break;
-    }
+    p += scoreBytes[sc];
     uint8_t lc = hdr & 31;
     if (lc == LEN_OOL) {
         memcpy(&it->len, p, 4);
@@ -974,11 +995,10 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
 /* --- Deleting --- */
 
 /* Deletes the entry at p; frees its member unless keepOol. */
+static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol);
+
 static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     zbtLeaf *l = p->leaf;
-    int ok = zmiRemove(t->index, h, l->id);
-    assert(ok);
-    if (p->it.ool && !keepOol) tfree(t, p->it.ool);
     unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + 16];
     size_t oldSize = p->it.size, newSize = 0;
     if (p->idx + 1 < l->count) {
@@ -987,6 +1007,15 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
         oldSize += next.size;
         newSize = encode(buf, p->prev, &next);
     }
+    if (l->used - oldSize + newSize > LEAF_PAYLOAD) {
+        /* The next entry's new delta takes more than the entry gave back
+         * (deltas chain): lay the leaf out again. */
+        deleteInLeaf(t, l, p->idx, 1, keepOol);
+        return;
+    }
+    int ok = zmiRemove(t->index, h, l->id);
+    assert(ok);
+    if (p->it.ool && !keepOol) tfree(t, p->it.ool);
     memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
     memcpy(l->data + p->off, buf, newSize);
     l->used -= oldSize - newSize;
@@ -1566,15 +1595,16 @@ unsigned long zbtCountLexRange(zbt *t, const zbtLexRange *r) {
     return rankSpan(t, 1, r, &a, &b) ? b - a + 1 : 0;
 }
 
-/* Deletes entries [idx, idx+k) of leaf l. */
-static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k) {
+/* Deletes entries [idx, idx+k) of leaf l (keeping out-of-line members
+ * allocated when asked: the caller moves them). */
+static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     unsigned char buf[LEAF_PAYLOAD];
     item items[LEAF_PAYLOAD];
     int n = leafItems(l, buf, items);
     for (int i = idx; i < idx + k; i++) {
         int ok = zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
         assert(ok);
-        if (items[i].ool) tfree(t, items[i].ool);
+        if (items[i].ool && !keepOol) tfree(t, items[i].ool);
     }
     memmove(items + idx, items + idx + k, (n - idx - k) * sizeof(item));
     n -= k;
@@ -1600,7 +1630,7 @@ unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end)
         zbtLeaf *l = node;
         unsigned long k = l->count - rank;
         if (k > todo - done) k = todo - done;
-        deleteInLeaf(t, l, (int)rank, (int)k);
+        deleteInLeaf(t, l, (int)rank, (int)k, 0);
         done += k;
     }
     return done;

@@ -73,9 +73,10 @@
 
 /* --- Tunables --- */
 
-/* Homes per segment before it splits. 4096 slots are 32 KiB: rebuilding one
- * takes a few microseconds, so no single insert stalls. */
-#define ZMI_SEG_MAX_CAP 4096
+/* Homes per segment before it splits: a segment stays within 32 KiB, so
+ * rebuilding one takes a few microseconds and no single insert stalls. */
+#define ZMI_SEG_MAX_BYTES 32768
+#define ZMI_SEG_MAX_CAP ((ZMI_SEG_MAX_BYTES - sizeof(segment)) / sizeof(uint64_t) - ZMI_SLACK)
 #define ZMI_SEG_MIN_CAP 8
 
 /* A segment is rebuilt when an insert would take it past 92% of its homes,
@@ -127,9 +128,26 @@ static inline uint32_t dirIndex(const zmi *ix, uint32_t h32) {
 
 static inline uint32_t dirSpan(const zmi *ix, const segment *s) { return 1u << (ix->depth - s->depth); }
 
+/* The allocator's size class of a request, as jemalloc's are: 16-byte steps
+ * up to 128 bytes, then four classes to each doubling. */
+static size_t sizeClass(size_t bytes) {
+    if (bytes <= 128) return (bytes + 15) & ~(size_t)15;
+    size_t base = 128;
+    while (base * 2 < bytes) base *= 2;
+    size_t step = base / 4;
+    return (bytes + step - 1) / step * step;
+}
+
+/* Homes for a segment of `count` slots: about ZMI_BUILD_LOAD_PCT loaded,
+ * and as many more as fill the allocation's size class, which is paid for
+ * anyway. */
 static uint32_t capFor(size_t count) {
     size_t cap = count * 100 / ZMI_BUILD_LOAD_PCT + 1;
-    return cap < ZMI_SEG_MIN_CAP ? ZMI_SEG_MIN_CAP : (uint32_t)cap;
+    if (cap < ZMI_SEG_MIN_CAP) cap = ZMI_SEG_MIN_CAP;
+    size_t bytes = sizeClass(sizeof(segment) + (cap + ZMI_SLACK) * sizeof(uint64_t));
+    size_t fill = (bytes - sizeof(segment)) / sizeof(uint64_t) - ZMI_SLACK;
+    if (fill > cap && (fill <= ZMI_SEG_MAX_CAP || cap > ZMI_SEG_MAX_CAP)) cap = fill;
+    return (uint32_t)cap;
 }
 
 static void *ixAlloc(zmi *ix, size_t size) {

@@ -125,44 +125,63 @@ static size_t listpackBytes(unsigned char **members, size_t len, const double *s
 }
 
 
-/* Our bytes over the listpack's for the same members, from just past the
- * listpack limit up to maxN, random order; returns the worst ratio. */
+static int cmpEntry(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    if (*x != *y) return *x < *y ? -1 : 1;
+    return memcmp(x + 1, y + 1, 16);
+}
+
+/* Our bytes over the listpack's for the same members, as a set grows past
+ * the listpack limit: the 128 listpack entries converted in order (bulk
+ * appends, as the server converts), the 129th and the rest inserted in
+ * random order. Returns the worst ratio up to maxN. */
 static double listpackSweep(long maxN, size_t len, int integerScores, double *at129) {
     unsigned char **members = malloc(sizeof(unsigned char *) * maxN);
     double *scores = malloc(sizeof(double) * maxN);
     double worst = 0;
-    long worstN = 0;
-    for (long n = 129; n <= maxN; n = n < 200 ? n + 7 : (long)(n * 1.15)) {
-        zbt *t = zbtCreate(0);
-        long have = 0;
-        while (have < n) {
-            unsigned char *m = malloc(len);
-            randomMember(m, len);
-            double s = integerScores ? (double)(next64() % 1000000) : (double)(next64() >> 11) / 9007199254740992.0;
-            if (zbtInsert(t, s, m, len) != ZBT_OK) {
-                free(m);
-                continue;
+    long worstN = 0, have = 0, n = 129;
+    zbt *t = zbtCreate(0);
+    struct {
+        double score;
+        unsigned char m[16];
+    } first[128];
+    while (have < maxN) {
+        unsigned char m[16];
+        randomMember(m, len);
+        double s = integerScores ? (double)(next64() % 1000000) : (double)(next64() >> 11) / 9007199254740992.0;
+        if (have < 128) {
+            first[have].score = s;
+            memset(first[have].m, 0, 16);
+            memcpy(first[have].m, m, len);
+            if (++have == 128) {
+                qsort(first, 128, sizeof(first[0]), cmpEntry);
+                for (int i = 0; i < 128; i++) zbtAppend(t, first[i].score, first[i].m, len);
+                zbtAppendDone(t);
             }
-            members[have] = m;
-            scores[have++] = s;
+            continue;
         }
+        if (zbtInsert(t, s, m, len) != ZBT_OK) continue;
+        if (++have < n) continue;
+
         /* The listpack holds them in order: walk the tree for it. */
         zbtCursor *c = malloc(sizeof(*c));
         long i = 0;
         for (int ok = zbtFirst(t, c); ok; ok = zbtNext(c), i++) {
+            members[i] = malloc(len);
             memcpy(members[i], c->member, len);
             scores[i] = c->score;
         }
         free(c);
-        double ratio = (double)zbtAllocSize(t) / listpackBytes(members, len, scores, n);
+        double ratio = (double)zbtAllocSize(t) / listpackBytes(members, len, scores, have);
+        for (long j = 0; j < have; j++) free(members[j]);
         if (n == 129) *at129 = ratio;
         if (ratio > worst) {
             worst = ratio;
             worstN = n;
         }
-        zbtFree(t);
-        for (long j = 0; j < n; j++) free(members[j]);
+        n = n < 300 ? n + 1 : (long)(n * 1.05);
     }
+    zbtFree(t);
     printf("  %zu-byte members, %s scores, 129..%ld members: at 129 %.2fx, worst %.2fx (at %ld)\n", len,
            integerScores ? "integer" : "double", maxN, *at129, worst, worstN);
     free(members);

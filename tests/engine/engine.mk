@@ -51,7 +51,7 @@ $(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR
 	@utils/install-deps.sh fuzz
 	@mkdir -p $(@D)
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$(ENGINE_INC) -o $@ tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
+		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
 
 .PHONY: test-engine test-engine-san fuzz bench-engine
 
