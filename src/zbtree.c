@@ -19,12 +19,17 @@
  * Leaves
  * ------
  *
- * A leaf is one ZBT_LEAF_BYTES allocation:
+ * A leaf is one allocation of at most ZBT_LEAF_BYTES:
  *
  *    +--------+------+------+----+------+-------+---------------------+
  *    | parent | prev | next | id | used | count | entries ... | free  |
  *    +--------+------+------+----+------+-------+---------------------+
- *       8       8      8      4     2      2     ZBT_LEAF_BYTES - 32
+ *       8       8      8      4     2      2     up to ZBT_LEAF_BYTES - 32
+ *
+ * sized to its entries: the allocator's size class of what they take (so a
+ * leaf wastes at most one class step), grown by realloc as entries arrive
+ * and shrunk when they go. Leaves at the tree's edges, where sequential
+ * inserts arrive, are allocated whole.
  *
  * Entries follow each other with no gap, in order. An entry is
  *
@@ -340,6 +345,8 @@ static inline int cmpKey(double s1, const unsigned char *m1, size_t l1, double s
 
 /* --- Allocation --- */
 
+static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l);
+
 static void *talloc(zbt *t, size_t size) {
     size_t usable;
     void *p = zmalloc_usable(size, &usable);
@@ -358,8 +365,14 @@ static unsigned char *oolCopy(zbt *t, const unsigned char *m, size_t len) {
     return p;
 }
 
-static zbtLeaf *leafNew(zbt *t) {
-    zbtLeaf *l = talloc(t, ZBT_LEAF_BYTES);
+/* Payload bytes a leaf has room for. */
+static inline size_t leafCap(const zbtLeaf *l) {
+    size_t cap = zmalloc_size((void *)l) - offsetof(zbtLeaf, data);
+    return cap < LEAF_PAYLOAD ? cap : LEAF_PAYLOAD;
+}
+
+static zbtLeaf *leafNew(zbt *t, size_t payload) {
+    zbtLeaf *l = talloc(t, offsetof(zbtLeaf, data) + (payload ? payload : 1));
     l->parent = NULL;
     l->prev = l->next = NULL;
     l->used = l->count = 0;
@@ -378,6 +391,18 @@ static zbtLeaf *leafNew(zbt *t) {
     }
     t->leaves[l->id] = l;
     return l;
+}
+
+/* Gives a leaf room for `payload` bytes, or gives back what it has beyond
+ * them when that is a quarter of it or more. Returns its new address. */
+static zbtLeaf *leafFit(zbt *t, zbtLeaf *l, size_t payload) {
+    size_t have = zmalloc_size(l), want = offsetof(zbtLeaf, data) + (payload ? payload : 1);
+    if (want <= have && (have - want) * 4 < have) return l;
+    size_t usable;
+    zbtLeaf *n = zrealloc_usable(l, want, &usable);
+    t->bytes = t->bytes - have + usable;
+    if (n != l) leafMoved(t, l, n);
+    return n;
 }
 
 static void leafDrop(zbt *t, zbtLeaf *l) {
@@ -455,6 +480,18 @@ static unsigned long leafRank(const zbtLeaf *l) {
     for (const zbtInner *p = l->parent; p; node = p, p = p->parent)
         for (int i = 0; kids(p)[i] != node; i++) rank += cnt(p)[i];
     return rank;
+}
+
+/* Points everything that refers to a leaf at its new address. */
+static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l) {
+    t->leaves[l->id] = l;
+    if (l->prev) l->prev->next = l;
+    else t->head = l;
+    if (l->next) l->next->prev = l;
+    else t->tail = l;
+    if (l->parent) kids(l->parent)[childPos(l->parent, old)] = l;
+    else t->root = l;
+    if (t->pendingLeaf == old) t->pendingLeaf = l;
 }
 
 /* --- Structure: adding and removing children --- */
@@ -760,7 +797,9 @@ static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) 
     uint16_t oldCount[8];
     for (int j = 0; j < nsrc; j++) oldCount[j] = src[j]->count;
     for (int j = 0; j < used; j++) {
-        zbtLeaf *l = tl[j] = j < nsrc ? src[j] : leafNew(t);
+        size_t need = 0;
+        for (int i = cut[j]; i < cut[j + 1]; i++) need += itemSize(i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+        zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
         size_t off = 0;
         for (int i = cut[j]; i < cut[j + 1]; i++)
             off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
@@ -938,6 +977,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         oldSize = p->it.size;
     }
     if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
+        if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
         memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
         memcpy(l->data + p->off, buf, newSize);
         l->used += newSize - oldSize;
@@ -952,7 +992,9 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
     zbtLeaf *beyond = atEnd ? l->next : atFront ? l->prev : NULL;
     if ((atEnd || atFront) && (!beyond || beyond->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD)) {
-        zbtLeaf *r = leafNew(t);
+        /* Whole at the tree's edges: the next inserts likely come here. */
+        int edge = atEnd ? !l->next : !l->prev;
+        zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
         r->used = (uint16_t)encode(r->data, 0.0, it);
         r->count = 1;
         leafAttach(t, l, r, atEnd);
@@ -1007,7 +1049,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
         oldSize += next.size;
         newSize = encode(buf, p->prev, &next);
     }
-    if (l->used - oldSize + newSize > LEAF_PAYLOAD) {
+    if (l->used - oldSize + newSize > leafCap(l)) {
         /* The next entry's new delta takes more than the entry gave back
          * (deltas chain): lay the leaf out again. */
         deleteInLeaf(t, l, p->idx, 1, keepOol);
@@ -1023,6 +1065,11 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     t->length--;
     addCount(l, -1);
     if (p->idx == 0) fixMin(l, 1);
+    if (t->height > 0 && l->count == 0) {
+        leafRemove(t, l);
+        return;
+    }
+    l = leafFit(t, l, l->used);
     leafRebalance(t, l);
 }
 
@@ -1038,7 +1085,7 @@ zbt *zbtCreate(size_t expected) {
     t->bytes += usable;
     t->nids = 1; /* id 0 means "no leaf" to the index */
     t->index = zmiCreate(expected);
-    zbtLeaf *l = leafNew(t);
+    zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
     return t;
 }
@@ -1169,9 +1216,12 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
             newSize += encode(buf + newSize, score, &next);
         }
         if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
+            /* Grow before moving the tail, shrink after. */
+            if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
             memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
             memcpy(l->data + p.off, buf, newSize);
             l->used += newSize - oldSize;
+            l = leafFit(t, l, l->used);
             if (p.idx == 0) fixMin(l, 1);
             return 1;
         }
@@ -1264,6 +1314,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         zbtLeaf *l = t->tail;
         size_t size = itemSize(edge.score, &it);
         if (l->used + size <= LEAF_PAYLOAD) {
+            if (l->used + size > leafCap(l)) l = leafFit(t, l, LEAF_PAYLOAD);
             t->lastOff = l->used;
             t->lastPrev = edge.score;
             l->used += encode(l->data + l->used, edge.score, &it);
@@ -1271,7 +1322,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
             pend(t, l);
         } else {
             settle(t);
-            zbtLeaf *r = leafNew(t);
+            zbtLeaf *r = leafNew(t, LEAF_PAYLOAD);
             r->used = (uint16_t)encode(r->data, 0.0, &it);
             r->count = 1;
             leafAttach(t, l, r, 1);
@@ -1289,6 +1340,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     size_t size = encode(buf, 0.0, &it);
     size += encode(buf + size, score, &edge);
     if (l->used - edge.size + size <= LEAF_PAYLOAD) {
+        if (l->used - edge.size + size > leafCap(l)) l = leafFit(t, l, LEAF_PAYLOAD);
         memmove(l->data + size, l->data + edge.size, l->used - edge.size);
         memcpy(l->data, buf, size);
         l->used += size - edge.size;
@@ -1296,7 +1348,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         pend(t, l);
     } else {
         settle(t);
-        zbtLeaf *r = leafNew(t);
+        zbtLeaf *r = leafNew(t, LEAF_PAYLOAD);
         r->used = (uint16_t)encode(r->data, 0.0, &it);
         r->count = 1;
         leafAttach(t, l, r, 0);
@@ -1307,7 +1359,14 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     return ZBT_OK;
 }
 
-void zbtAppendDone(zbt *t) { settle(t); }
+/* Ends a run of appends: the end leaves, allocated whole for the appends,
+ * give back what they do not use. */
+void zbtAppendDone(zbt *t) {
+    settle(t);
+    leafFit(t, t->head, t->head->used);
+    leafFit(t, t->tail, t->tail->used);
+    t->version++;
+}
 
 /* --- API: positions --- */
 
@@ -1609,8 +1668,9 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     memmove(items + idx, items + idx + k, (n - idx - k) * sizeof(item));
     n -= k;
     t->length -= k;
-    rewrite(t, &l, 1, items, n, 1);
-    if (n) leafRebalance(t, l);
+    zbtLeaf *src[1] = {l};
+    rewrite(t, src, 1, items, n, 1);
+    if (n) leafRebalance(t, src[0]);
 }
 
 unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end) {
@@ -1770,7 +1830,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
     CHECK(!l->next || l->next->prev == l, "broken prev link after leaf %u", l->id);
     CHECK(l->id > 0 && l->id < t->nids && t->leaves[l->id] == l, "leaf %u not in the leaf table", l->id);
     CHECK(l->count > 0 || t->height == 0, "empty leaf %u in a tree", l->id);
-    CHECK(l->used <= LEAF_PAYLOAD, "leaf %u overfull", l->id);
+    CHECK(l->used <= leafCap(l), "leaf %u overfull", l->id);
     st->bytes += zmalloc_size(l);
     size_t off = 0;
     double prev = 0.0;
