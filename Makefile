@@ -20,8 +20,11 @@ TREE := build/valkey
 REF := build/upstream
 JOBS ?= $(shell nproc)
 
-# The Tcl suite as CI runs it; README.md says why this set and how long it takes.
-TEST_ARGS ?= --clients 2 --skipfile tests/ci-skip.txt
+# The Tcl suite as CI runs it: the whole suite, two clients (the cores
+# there are), latency assertions off (two shared cores make them noise), and
+# tests/ci-skip.txt (tests that fail on the unpatched reference here too,
+# each with its reason). README.md gives the figures.
+TEST_ARGS ?= --clients 2 --no-latency --skipfile tests/ci-skip.txt
 
 .PHONY: all tree deps test-deps upstream patches check-patches test test-unit \
 	test-tcl bench bench-full clean distclean
