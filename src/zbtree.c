@@ -415,8 +415,14 @@ static size_t innerBytes(int cap) {
     return sizeof(zbtInner) + (size_t)cap * (sizeof(unsigned long) + sizeof(double) + sizeof(void *));
 }
 
+/* A node for at least cap children: as many as its allocation holds, up
+ * to the fanout. */
 static zbtInner *innerNew(zbt *t, uint8_t level, int cap) {
-    zbtInner *in = talloc(t, innerBytes(cap));
+    size_t usable;
+    zbtInner *in = zmalloc_usable(innerBytes(cap), &usable);
+    t->bytes += usable;
+    size_t fits = (usable - sizeof(zbtInner)) / (sizeof(unsigned long) + sizeof(double) + sizeof(void *));
+    if (fits > (size_t)cap) cap = fits < ZBT_INNER_FANOUT ? (int)fits : (int)ZBT_INNER_FANOUT;
     in->parent = NULL;
     in->n = 0;
     in->cap = (uint16_t)cap;
@@ -500,7 +506,7 @@ static void innerPut(zbt *t, zbtInner *p, int pos, void *child, unsigned long co
 
 /* A new root starts small (a set just past its listpack has a handful of
  * leaves) and grows to the full fanout before it ever splits. */
-#define ZBT_ROOT_CAP 4
+#define ZBT_ROOT_CAP 2
 
 /* Starts a new root over two nodes of the old root's level. */
 static void newRoot(zbt *t, void *a, void *b, unsigned long ca, unsigned long cb, double ma, double mb) {
@@ -527,7 +533,7 @@ static unsigned long sumCounts(const zbtInner *in) {
 
 /* Moves a node below the full fanout to a larger allocation. */
 static zbtInner *innerGrow(zbt *t, zbtInner *p) {
-    int cap = p->cap * 2 < (int)ZBT_INNER_FANOUT ? p->cap * 2 : (int)ZBT_INNER_FANOUT;
+    int cap = p->cap + 1; /* innerNew rounds up to the allocation's size class */
     zbtInner *g = innerNew(t, p->level, cap);
     g->parent = p->parent;
     g->n = p->n;

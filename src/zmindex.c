@@ -28,22 +28,23 @@
  *
  *    dir: [ s0 | s0 | s1 | s2 ]        depth 2; s0 has local depth 1
  *
- * A segment is an ordered linear-probing table: its `cap` home positions
- * cover its share of the hash space in order, so a slot's home follows from
- * the hash bits it stores,
+ * A segment is a linear-probing table of `cap` slots whose homes cover its
+ * share of the hash space in order, so a slot's home follows from the hash
+ * bits it stores,
  *
  *    home = ((h32 << d) * cap) >> 32,
  *
- * and slots past the last home (`size - cap` of them) catch the runs that
- * overflow the end; there is no wrap-around.
+ * and runs wrap around from the last slot to the first.
  *
  * Invariants
  * ----------
  *
- * - Occupied slots of a segment are sorted by their hash bits, each at or
- *   after its home, with no empty slot between its home and itself. So a
- *   lookup stops at the first larger hash, and a delete shifts the rest of
- *   its run back by one (no tombstones).
+ * - Robin Hood order: a slot sits at or after its home (cyclically) with no
+ *   empty slot in between, and going along a run, homes never decrease and
+ *   equal homes come in hash order. Read from the first slot that did not
+ *   wrap, a segment is sorted by hash. So a lookup stops at the first slot
+ *   closer to its home than the lookup is to its own, and a delete shifts
+ *   the rest of its run back by one (no tombstones).
  * - Every hash in a segment has the segment's top-d-bit prefix.
  * - Two slots with the same value are interchangeable: which of two members
  *   of one leaf with equal hash bits owns which slot does not matter.
@@ -73,32 +74,29 @@
 
 /* --- Tunables --- */
 
-/* Homes per segment before it splits: a segment stays within 32 KiB, so
+/* Slots per segment before it splits: a segment stays within 32 KiB, so
  * rebuilding one takes a few microseconds and no single insert stalls. */
 #define ZMI_SEG_MAX_BYTES 32768
-#define ZMI_SEG_MAX_CAP ((ZMI_SEG_MAX_BYTES - sizeof(segment)) / sizeof(uint64_t) - ZMI_SLACK)
+#define ZMI_SEG_MAX_CAP ((ZMI_SEG_MAX_BYTES - sizeof(segment)) / sizeof(uint64_t))
 #define ZMI_SEG_MIN_CAP 8
 
-/* A segment is rebuilt when an insert would take it past 92% of its homes,
- * to 80% (so loads stay between 0.8 and 0.92: eight bytes per slot make
- * about 9.3 bytes per member). Ordered probing keeps misses short even so:
- * a lookup stops at the first larger hash. */
-#define ZMI_MAX_LOAD_PCT 92
-#define ZMI_BUILD_LOAD_PCT 80
+/* A segment is rebuilt when an insert would take it past 95% of its slots,
+ * to 85% (more when its allocation's size class holds more): eight bytes a slot
+ * make about nine bytes a member. Robin Hood order keeps misses short at
+ * such loads: a lookup stops as soon as it is further from its home than
+ * the slot it looks at. */
+#define ZMI_MAX_LOAD_PCT 95
+#define ZMI_BUILD_LOAD_PCT 85
 
 /* Below this load a segment is rebuilt smaller, and two buddies that fit in
  * half a segment are merged, so deletes give memory back. */
 #define ZMI_MIN_LOAD_PCT 35
 
-/* Empty slots past the last used position of a fresh segment. */
-#define ZMI_SLACK 8
-
 /* Deepest split: below it, too few hash bits would be left for the homes. */
 #define ZMI_MAX_DEPTH 24
 
 typedef struct segment {
-    uint32_t cap;   /* Home positions. */
-    uint32_t size;  /* Slots allocated: cap plus overflow. */
+    uint32_t cap;   /* Slots. */
     uint32_t count; /* Occupied slots. */
     uint8_t depth;  /* Local depth: how many top hash bits it shares. */
     uint64_t slot[];
@@ -122,32 +120,25 @@ static inline uint32_t home(const segment *s, uint32_t h32) {
     return (uint32_t)(((uint64_t)bits * s->cap) >> 32);
 }
 
+/* How far slot value v at position pos is from its home. */
+static inline uint32_t distance(const segment *s, uint64_t v, uint32_t pos) {
+    uint32_t h = home(s, slotHash(v));
+    return pos >= h ? pos - h : pos + s->cap - h;
+}
+
+static inline uint32_t nextPos(const segment *s, uint32_t pos) { return pos + 1 == s->cap ? 0 : pos + 1; }
+
 static inline uint32_t dirIndex(const zmi *ix, uint32_t h32) {
     return ix->depth ? h32 >> (32 - ix->depth) : 0;
 }
 
 static inline uint32_t dirSpan(const zmi *ix, const segment *s) { return 1u << (ix->depth - s->depth); }
 
-/* The allocator's size class of a request, as jemalloc's are: 16-byte steps
- * up to 128 bytes, then four classes to each doubling. */
-static size_t sizeClass(size_t bytes) {
-    if (bytes <= 128) return (bytes + 15) & ~(size_t)15;
-    size_t base = 128;
-    while (base * 2 < bytes) base *= 2;
-    size_t step = base / 4;
-    return (bytes + step - 1) / step * step;
-}
-
-/* Homes for a segment of `count` slots: about ZMI_BUILD_LOAD_PCT loaded,
- * and as many more as fill the allocation's size class, which is paid for
- * anyway. */
+/* Slots for a segment of `count` entries: about ZMI_BUILD_LOAD_PCT loaded
+ * (segBuild adds what fills the allocation's size class). */
 static uint32_t capFor(size_t count) {
     size_t cap = count * 100 / ZMI_BUILD_LOAD_PCT + 1;
-    if (cap < ZMI_SEG_MIN_CAP) cap = ZMI_SEG_MIN_CAP;
-    size_t bytes = sizeClass(sizeof(segment) + (cap + ZMI_SLACK) * sizeof(uint64_t));
-    size_t fill = (bytes - sizeof(segment)) / sizeof(uint64_t) - ZMI_SLACK;
-    if (fill > cap && (fill <= ZMI_SEG_MAX_CAP || cap > ZMI_SEG_MAX_CAP)) cap = fill;
-    return (uint32_t)cap;
+    return cap < ZMI_SEG_MIN_CAP ? ZMI_SEG_MIN_CAP : (uint32_t)cap;
 }
 
 static void *ixAlloc(zmi *ix, size_t size) {
@@ -164,41 +155,65 @@ static void ixFree(zmi *ix, void *p) {
 
 /* --- Segments --- */
 
-/* Builds a segment from slots sorted by hash, placing each at its home or
- * right after its predecessor. */
+/* Inserts in Robin Hood order: after the slots further from their homes
+ * and those of the same home with smaller or equal hash. The segment must
+ * have an empty slot. */
+static void segInsert(segment *s, uint32_t h32, uint32_t id) {
+    uint32_t pos = home(s, h32), dist = 0;
+    while (s->slot[pos]) {
+        uint32_t d = distance(s, s->slot[pos], pos);
+        if (d < dist || (d == dist && slotHash(s->slot[pos]) > h32)) break;
+        pos = nextPos(s, pos);
+        dist++;
+    }
+    uint64_t carry = slotMake(h32, id);
+    while (carry) { /* shift the rest of the run right by one */
+        uint64_t v = s->slot[pos];
+        s->slot[pos] = carry;
+        carry = v;
+        pos = nextPos(s, pos);
+    }
+    s->count++;
+}
+
+/* Builds a segment from slots sorted by hash, with at least cap slots: as
+ * many as its allocation holds, since they are paid for anyway. */
 static segment *segBuild(zmi *ix, uint8_t depth, uint32_t cap, const uint64_t *v, uint32_t n) {
-    segment probe = {.cap = cap, .depth = depth};
-    int64_t last = -1;
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t h = home(&probe, slotHash(v[i]));
-        last = h > last ? h : last + 1;
-    }
-    uint32_t size = (uint32_t)((last + 1 > cap ? last + 1 : cap) + ZMI_SLACK);
-    segment *s = ixAlloc(ix, sizeof(segment) + (size_t)size * sizeof(uint64_t));
+    size_t usable;
+    segment *s = zmalloc_usable(sizeof(segment) + (size_t)cap * sizeof(uint64_t), &usable);
+    ix->bytes += usable;
+    size_t fits = (usable - sizeof(segment)) / sizeof(uint64_t);
+    if (fits > cap && (fits <= ZMI_SEG_MAX_CAP || cap > ZMI_SEG_MAX_CAP)) cap = (uint32_t)fits;
     s->cap = cap;
-    s->size = size;
-    s->count = n;
+    s->count = 0;
     s->depth = depth;
-    memset(s->slot, 0, (size_t)size * sizeof(uint64_t));
-    last = -1;
-    for (uint32_t i = 0; i < n; i++) {
+    memset(s->slot, 0, (size_t)cap * sizeof(uint64_t));
+    /* In order, each at its home or after the one before; what runs past
+     * the last slot wraps through segInsert. */
+    int64_t last = -1;
+    uint32_t i = 0;
+    for (; i < n; i++) {
         int64_t h = home(s, slotHash(v[i]));
-        last = h > last ? h : last + 1;
-        s->slot[last] = v[i];
+        int64_t p = h > last ? h : last + 1;
+        if (p >= cap) break;
+        s->slot[p] = v[i];
+        s->count++;
+        last = p;
     }
+    for (; i < n; i++) segInsert(s, slotHash(v[i]), slotId(v[i]));
     return s;
 }
 
-/* Copies the occupied slots of s, in order, to out; returns how many. */
+/* Copies the occupied slots of s to out in hash order: from the first slot
+ * that did not wrap around. Returns how many. */
 static uint32_t segCollect(const segment *s, uint64_t *out) {
-    uint32_t n = 0;
-    for (uint32_t p = 0; p < s->size; p++)
+    uint32_t start = 0, n = 0;
+    while (start < s->cap && s->slot[start] && home(s, slotHash(s->slot[start])) > start) start++;
+    for (uint32_t k = 0, p = start; k < s->cap; k++, p = nextPos(s, p))
         if (s->slot[p]) out[n++] = s->slot[p];
     return n;
 }
 
-/* Points the directory entries of `old` (depth d, first entry `first`) at
- * `s`, for the `span` entries given. */
 static void dirSet(zmi *ix, uint32_t first, uint32_t span, segment *s) {
     for (uint32_t i = 0; i < span; i++) ix->dir[first + i] = s;
 }
@@ -243,7 +258,7 @@ static void segResize(zmi *ix, uint32_t di, size_t count) {
 }
 
 /* Merges the segment at di with its buddy (same depth, last prefix bit
- * flipped) when both are small. */
+ * flipped) when together they fit half a segment and that saves memory. */
 static void segMergeBuddy(zmi *ix, uint32_t di) {
     segment *s = ix->dir[di];
     if (s->depth == 0) return;
@@ -252,8 +267,7 @@ static void segMergeBuddy(zmi *ix, uint32_t di) {
     uint32_t buddyFirst = first ^ span;
     segment *b = ix->dir[buddyFirst];
     if (b->depth != s->depth || capFor(s->count + b->count) > ZMI_SEG_MAX_CAP / 2) return;
-    if ((uint64_t)capFor(s->count + b->count) * 4 > ((uint64_t)s->size + b->size) * 3)
-        return; /* would save too little to be worth the moves */
+    if ((uint64_t)capFor(s->count + b->count) * 4 > ((uint64_t)s->cap + b->cap) * 3) return;
 
     segment *lo = first < buddyFirst ? s : b, *hi = first < buddyFirst ? b : s;
     uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count + b->count + 1));
@@ -266,25 +280,12 @@ static void segMergeBuddy(zmi *ix, uint32_t di) {
     ixFree(ix, b);
 }
 
-/* Inserts into s in hash order; 0 when the run would pass the last slot. */
-static int segInsert(segment *s, uint32_t h32, uint32_t id) {
-    uint32_t p = home(s, h32);
-    while (p < s->size && s->slot[p] && slotHash(s->slot[p]) <= h32) p++;
-    uint32_t e = p;
-    while (e < s->size && s->slot[e]) e++;
-    if (e == s->size) return 0;
-    memmove(s->slot + p + 1, s->slot + p, (size_t)(e - p) * sizeof(uint64_t));
-    s->slot[p] = slotMake(h32, id);
-    s->count++;
-    return 1;
-}
-
 /* Position of the slot (h32, id) in s, or -1. */
 static int64_t segFind(const segment *s, uint32_t h32, uint32_t id) {
     uint64_t want = slotMake(h32, id);
-    for (uint32_t p = home(s, h32); p < s->size && s->slot[p]; p++) {
-        if (s->slot[p] == want) return p;
-        if (slotHash(s->slot[p]) > h32) break;
+    for (uint32_t pos = home(s, h32), dist = 0; s->slot[pos] && dist < s->cap; pos = nextPos(s, pos), dist++) {
+        if (s->slot[pos] == want) return pos;
+        if (distance(s, s->slot[pos], pos) < dist) break;
     }
     return -1;
 }
@@ -292,8 +293,7 @@ static int64_t segFind(const segment *s, uint32_t h32, uint32_t id) {
 /* Empties slot p and pulls the rest of its run back towards their homes. */
 static void segDelete(segment *s, uint32_t p) {
     uint32_t gap = p;
-    for (uint32_t q = p + 1; q < s->size && s->slot[q]; q++) {
-        if (home(s, slotHash(s->slot[q])) > gap) break;
+    for (uint32_t q = nextPos(s, p); s->slot[q] && distance(s, s->slot[q], q) > 0; q = nextPos(s, q)) {
         s->slot[gap] = s->slot[q];
         gap = q;
     }
@@ -334,12 +334,14 @@ size_t zmiAllocSize(const zmi *ix) { return ix->bytes; }
 
 uint32_t zmiNext(zmiIter *it) {
     const segment *s = it->seg;
-    while (it->pos < s->size && s->slot[it->pos]) {
-        uint64_t v = s->slot[it->pos++];
+    while (it->dist < s->cap) {
+        uint64_t v = s->slot[it->pos];
+        if (!v || distance(s, v, it->pos) < it->dist) break;
+        it->pos = nextPos(s, it->pos);
+        it->dist++;
         if (slotHash(v) == it->h32) return slotId(v);
-        if (slotHash(v) > it->h32) break;
     }
-    it->pos = s->size;
+    it->dist = s->cap;
     return 0;
 }
 
@@ -349,6 +351,7 @@ uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
     it->seg = s;
     it->h32 = h32;
     it->pos = home(s, h32);
+    it->dist = 0;
     return zmiNext(it);
 }
 
@@ -356,18 +359,11 @@ void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     uint32_t di = dirIndex(ix, h32);
     segment *s = ix->dir[di];
-    if ((uint64_t)(s->count + 1) * 100 > (uint64_t)s->cap * ZMI_MAX_LOAD_PCT) {
+    if ((uint64_t)(s->count + 1) * 100 > (uint64_t)s->cap * ZMI_MAX_LOAD_PCT || s->count + 1 >= s->cap) {
         segResize(ix, di, s->count + 1);
-        di = dirIndex(ix, h32);
-        s = ix->dir[di];
-    }
-    if (!segInsert(s, h32, id)) {
-        /* The run reached the last slot: same homes, fresh slack. */
-        segResize(ix, di, s->count);
         s = ix->dir[dirIndex(ix, h32)];
-        int ok = segInsert(s, h32, id);
-        assert(ok);
     }
+    segInsert(s, h32, id);
     ix->count++;
 }
 
@@ -412,7 +408,7 @@ void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t i
     uint32_t n = 1u << ix->depth;
     for (uint32_t i = 0; i < n;) {
         const segment *s = ix->dir[i];
-        for (uint32_t p = 0; p < s->size; p++)
+        for (uint32_t p = 0; p < s->cap; p++)
             if (s->slot[p]) visit(ctx, slotHash(s->slot[p]), slotId(s->slot[p]));
         i += dirSpan(ix, s);
     }
@@ -431,8 +427,9 @@ const char *zmiCheck(const zmi *ix) {
         if (i % span) return "segment not aligned in the directory";
         for (uint32_t j = 0; j < span; j++)
             if (ix->dir[i + j] != s) return "directory range of a segment is split";
-        uint32_t count = 0, prevHash = 0;
-        for (uint32_t p = 0; p < s->size; p++) {
+        if (s->count >= s->cap) return "segment without an empty slot";
+        uint32_t count = 0;
+        for (uint32_t p = 0; p < s->cap; p++) {
             uint64_t v = s->slot[p];
             if (!v) continue;
             count++;
@@ -440,17 +437,20 @@ const char *zmiCheck(const zmi *ix) {
             if (slotId(v) == 0) return "slot with leaf id 0";
             if (ix->depth && (h32 >> (32 - ix->depth)) >> (ix->depth - s->depth) != i >> (ix->depth - s->depth))
                 return "hash outside its segment's prefix";
-            if (count > 1 && h32 < prevHash) return "slots out of hash order";
-            prevHash = h32;
-            uint32_t h = home(s, h32);
-            if (h > p) return "slot before its home";
-            for (uint32_t q = h; q < p; q++)
+            for (uint32_t q = home(s, h32); q != p; q = nextPos(s, q))
                 if (!s->slot[q]) return "empty slot between a slot and its home";
         }
         if (count != s->count) {
             snprintf(err, sizeof(err), "segment count %u, %u slots used", s->count, count);
             return err;
         }
+        uint64_t *v = zmalloc(sizeof(uint64_t) * (count + 1));
+        uint32_t got = segCollect(s, v);
+        int sorted = got == count;
+        for (uint32_t k = 1; k < got && sorted; k++)
+            if (slotHash(v[k - 1]) > slotHash(v[k])) sorted = 0;
+        zfree(v);
+        if (!sorted) return "slots out of Robin Hood order";
         total += count;
         i += span;
     }

@@ -173,12 +173,19 @@ static double listpackSweep(long maxN, size_t len, int integerScores, double *at
         }
         free(c);
         double ratio = (double)zbtAllocSize(t) / listpackBytes(members, len, scores, have);
-        for (long j = 0; j < have; j++) free(members[j]);
+        if (getenv("BENCH_CURVE")) {
+            zbtStats st;
+            zbtGetStats(t, &st);
+            printf("    %ld: ours %zu (leaves %zu in %zu, inner %zu, index %zu, other %zu), listpack %zu: %.2fx\n", have,
+                   zbtAllocSize(t), st.leafBytes, st.leaves, st.innerBytes, st.indexBytes, st.otherBytes,
+                   listpackBytes(members, len, scores, have), ratio);
+        }
         if (n == 129) *at129 = ratio;
         if (ratio > worst) {
             worst = ratio;
             worstN = n;
         }
+        for (long j = 0; j < have; j++) free(members[j]);
         n = n < 300 ? n + 1 : (long)(n * 1.05);
     }
     zbtFree(t);
@@ -267,6 +274,11 @@ int main(void) {
     double scale = env ? atof(env) : 1.0;
 
     printf("Memory (bytes per member, everything included: leaves, inner nodes, index, long members)\n");
+    if (getenv("BENCH_CURVE")) {
+        double at;
+        listpackSweep(2000, 10, 1, &at);
+        return 0;
+    }
     double w1 = wOneShape((long)(10000000 * scale), 0);
     double w1r = wOneShape((long)(10000000 * scale), 1);
     double r20 = randomShape((long)(5000000 * scale), 20);
