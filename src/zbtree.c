@@ -67,9 +67,16 @@
  * Inner nodes
  * -----------
  *
- * One 1 KiB allocation: a parent pointer, the number of children and the
- * level (1 when the children are leaves), then for each child the entries
- * below it, the smallest score below it, and the pointer.
+ *    +--------+---+-----+-------+-------------+----------------+-------------+
+ *    | parent | n | cap | level | count[cap]  | minscore[cap]  | child[cap]  |
+ *    +--------+---+-----+-------+-------------+----------------+-------------+
+ *        8      2    2     1+3    8 each        8 each           8 each
+ *
+ * for each child: the entries below it, the smallest score below it, the
+ * pointer; level is 1 when the children are leaves. A node holds up to
+ * ZBT_INNER_FANOUT children (42 in 1 KiB); a root starts with room for
+ * two and grows by reallocation, so a set just past its listpack pays for
+ * a handful of children, not for 42.
  *
  * Invariants
  * ----------
@@ -96,7 +103,8 @@
  *   are spread evenly over both.
  * - Else, split: the leaf and its full neighbour are spread over three
  *   leaves (each two thirds full), or a lone leaf over two.
- * Random inserts so leave leaves about 80% full.
+ * Random inserts so leave leaves about 80% full, and as leaves are sized
+ * to their entries, what is not full costs at most a size-class step.
  *
  * Deleting
  * --------
