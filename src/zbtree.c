@@ -1720,6 +1720,51 @@ unsigned long zbtDeleteLexRange(zbt *t, const zbtLexRange *r) {
     return rankSpan(t, 1, r, &a, &b) ? zbtDeleteRankRange(t, a, b) : 0;
 }
 
+/* --- Scanning --- */
+
+typedef struct scanBatch {
+    uint64_t *slots;
+    size_t n, cap;
+} scanBatch;
+
+static void scanCollect(void *ctx, uint32_t h32, uint32_t id) {
+    scanBatch *b = ctx;
+    if (b->n == b->cap) {
+        b->cap = b->cap * 2 + 16;
+        b->slots = zrealloc(b->slots, b->cap * sizeof(uint64_t));
+    }
+    b->slots[b->n++] = ((uint64_t)h32 << 32) | id;
+}
+
+static int cmpU64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+    if (cursor >= (1ULL << 32)) return 0;
+    scanBatch b = {0};
+    uint64_t next = zmiScan(t->index, cursor, count ? count : 1, scanCollect, &b);
+    /* Each (hash, leaf) once: the members of that leaf with that hash. */
+    qsort(b.slots, b.n, sizeof(uint64_t), cmpU64);
+    for (size_t i = 0; i < b.n; i++) {
+        if (i && b.slots[i] == b.slots[i - 1]) continue;
+        uint32_t h32 = (uint32_t)(b.slots[i] >> 32);
+        zbtLeaf *l = t->leaves[(uint32_t)b.slots[i]];
+        size_t off = 0;
+        double prev = 0.0;
+        for (int k = 0; k < l->count; k++) {
+            item it;
+            decode(l->data + off, prev, &it);
+            if ((uint32_t)(memberHash(it.m, it.len) >> 32) == h32) fn(privdata, it.m, it.len, it.score);
+            prev = it.score;
+            off += it.size;
+        }
+    }
+    zfree(b.slots);
+    return next >= (1ULL << 32) ? 0 : next;
+}
+
 /* --- Defragmentation --- */
 
 /* Moves the out-of-line members of a leaf. */

@@ -117,6 +117,13 @@ unsigned long zbtDeleteLexRange(zbt *t, const zbtLexRange *r);
 int zbtScoreInRange(double score, const zbtScoreRange *r);
 int zbtLexInRange(const unsigned char *m, size_t len, const zbtLexRange *r);
 
+/* ZSCAN: visits members in the order of their hashes from cursor on (0 to
+ * start), at least count of them, and returns the cursor to go on with (0
+ * when done). A member present for the whole scan is visited exactly once,
+ * whatever is added, removed or resized meanwhile. */
+typedef void (*zbtScanFn)(void *privdata, const unsigned char *m, size_t len, double score);
+unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata);
+
 /* Moves every allocation through fn (upstream's activeDefragAlloc
  * contract: the new address, or NULL when it did not move). Returns the
  * tree's new address, or NULL if the tree struct did not move. */

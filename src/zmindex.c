@@ -404,6 +404,36 @@ void zmiDefrag(zmi *ix, void *(*fn)(void *)) {
     if (dir) ix->dir = dir;
 }
 
+uint64_t zmiScan(const zmi *ix, uint64_t from, size_t count, void (*visit)(void *ctx, uint32_t h32, uint32_t id),
+                 void *ctx) {
+    size_t seen = 0;
+    while (from < (1ULL << 32)) {
+        uint32_t h = (uint32_t)from;
+        const segment *s = ix->dir[dirIndex(ix, h)];
+        uint64_t end = s->depth ? ((uint64_t)(h >> (32 - s->depth)) + 1) << (32 - s->depth) : 1ULL << 32;
+        uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count + 1));
+        uint32_t n = segCollect(s, v), lo = 0, hi = n;
+        while (lo < hi) { /* first slot with hash >= h */
+            uint32_t mid = (lo + hi) / 2;
+            if (slotHash(v[mid]) < h) lo = mid + 1;
+            else hi = mid;
+        }
+        for (uint32_t i = lo; i < n; i++) {
+            if (seen >= count && slotHash(v[i]) != slotHash(v[i - 1])) {
+                uint64_t next = slotHash(v[i]);
+                zfree(v);
+                return next;
+            }
+            visit(ctx, slotHash(v[i]), slotId(v[i]));
+            seen++;
+        }
+        zfree(v);
+        from = end;
+        if (seen >= count) break;
+    }
+    return from;
+}
+
 void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t id), void *ctx) {
     uint32_t n = 1u << ix->depth;
     for (uint32_t i = 0; i < n;) {

@@ -32,6 +32,13 @@ void zmiInsert(zmi *ix, uint64_t hash, uint32_t id);
 int zmiRemove(zmi *ix, uint64_t hash, uint32_t id);
 int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to);
 
+/* Visits slots in hash order from hash bits `from` on, until `count` were
+ * visited and every slot of the last hash was; returns where to go on,
+ * 2^32 when done. Segments cover ranges of hashes, so a position stays
+ * meaningful across resizes (ZSCAN's cursor). */
+uint64_t zmiScan(const zmi *ix, uint64_t from, size_t count, void (*visit)(void *ctx, uint32_t h32, uint32_t id),
+                 void *ctx);
+
 /* Calls fn on each allocation; fn returns the new address or NULL if it did
  * not move the allocation (upstream's activeDefragAlloc contract). */
 void zmiDefrag(zmi *ix, void *(*fn)(void *));

@@ -464,6 +464,49 @@ static void test_defrag_moves_everything(void **state) {
     zbtFree(t);
 }
 
+/* ZSCAN: every member present throughout is visited exactly once, while
+ * the set grows, shrinks and its index resizes between calls. */
+typedef struct visits {
+    long *count; /* by member number */
+    long n;
+} visits;
+
+static void countVisit(void *privdata, const unsigned char *m, size_t len, double score) {
+    visits *v = privdata;
+    (void)score;
+    long k;
+    char buf[64];
+    memcpy(buf, m, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "s%ld", &k) == 1 && k >= 0 && k < v->n) v->count[k]++;
+}
+
+static void test_scan_visits_each_member_once(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    const long stable = 20000;
+    visits v = {calloc(stable, sizeof(long)), stable};
+    for (long i = 0; i < stable; i++) zbtInsert(t, (double)(i % 97), m, name(m, "s", i));
+    unsigned long long cursor = 0;
+    long round = 0, extra = 0;
+    do {
+        cursor = zbtScan(t, cursor, 25, countVisit, &v);
+        /* Churn between calls: new members, deleted ones, moved ones. */
+        for (int k = 0; k < 40; k++) zbtInsert(t, (double)k, m, name(m, "x", extra++));
+        if (round % 3 == 0)
+            for (int k = 0; k < 30; k++) zbtDelete(t, m, name(m, "x", extra - 1 - k * 2), NULL);
+        zbtUpdateScore(t, m, name(m, "s", round * 7 % stable), (double)round);
+        round++;
+    } while (cursor != 0);
+    for (long i = 0; i < stable; i++)
+        if (v.count[i] != 1) fail_msg("member s%ld visited %ld times", i, v.count[i]);
+    assert_true(round > stable / 25 / 2);
+    check(t);
+    free(v.count);
+    zbtFree(t);
+}
+
 /* --- The differential run --- */
 
 static void runDiff(uint64_t seed, long ops, int lexMode, int checkEvery) {
@@ -530,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_fill_and_sparse_leaves),
         cmocka_unit_test(test_bulk_append_both_ways),
         cmocka_unit_test(test_defrag_moves_everything),
+        cmocka_unit_test(test_scan_visits_each_member_once),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };

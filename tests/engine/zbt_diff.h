@@ -202,6 +202,52 @@ static const char *diffWalk(diffState *st, zbtCursor *c, long i, int k, int back
     return NULL;
 }
 
+/* A full scan, collected, to compare with the model as sets of members. */
+typedef struct scanned {
+    mEntry *e;
+    size_t n, cap;
+} scanned;
+
+static void diffScanVisit(void *privdata, const unsigned char *m, size_t len, double score) {
+    scanned *sc = privdata;
+    if (sc->n == sc->cap) {
+        sc->cap = sc->cap * 2 + 16;
+        sc->e = realloc(sc->e, sc->cap * sizeof(mEntry));
+    }
+    sc->e[sc->n].m = malloc(len ? len : 1);
+    memcpy(sc->e[sc->n].m, m, len);
+    sc->e[sc->n].len = len;
+    sc->e[sc->n++].score = score;
+}
+
+static int diffCmpByMember(const void *a, const void *b) {
+    const mEntry *x = a, *y = b;
+    return mCmpMember(x->m, x->len, y->m, y->len);
+}
+
+static const char *diffScan(diffState *st, size_t count) {
+    scanned sc = {0};
+    unsigned long long cursor = 0;
+    int calls = 0;
+    do {
+        cursor = zbtScan(st->t, cursor, count, diffScanVisit, &sc);
+        calls++;
+    } while (cursor && calls < 1000000);
+    mEntry *want = malloc((st->md.n + 1) * sizeof(mEntry));
+    memcpy(want, st->md.e, st->md.n * sizeof(mEntry));
+    qsort(want, st->md.n, sizeof(mEntry), diffCmpByMember);
+    qsort(sc.e, sc.n, sizeof(mEntry), diffCmpByMember);
+    int same = sc.n == st->md.n;
+    for (size_t i = 0; same && i < sc.n; i++)
+        same = diffCmpByMember(&sc.e[i], &want[i]) == 0 && memcmp(&sc.e[i].score, &want[i].score, 8) == 0;
+    size_t got = sc.n;
+    for (size_t i = 0; i < sc.n; i++) free(sc.e[i].m);
+    free(sc.e);
+    free(want);
+    DIFF_EXPECT(same, "full scan", got, st->md.n);
+    return NULL;
+}
+
 static void *diffMove(void *p) {
     size_t size = zmalloc_size(p);
     void *q = zmalloc(size);
@@ -383,6 +429,10 @@ static const char *diffStep(diffState *st, reader *r) {
         if (rdByte(r) < 32) {
             zbt *moved = zbtDefrag(t, diffMove);
             if (moved) st->t = t = moved;
+        }
+        if (rdByte(r) < 32) {
+            const char *err = diffScan(st, rdByte(r) % 50 + 1);
+            if (err) return err;
         }
         break;
     }
