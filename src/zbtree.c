@@ -1746,7 +1746,7 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
     scanBatch b = {0};
     uint64_t next = zmiScan(t->index, cursor, count ? count : 1, scanCollect, &b);
     /* Each (hash, leaf) once: the members of that leaf with that hash. */
-    qsort(b.slots, b.n, sizeof(uint64_t), cmpU64);
+    if (b.n) qsort(b.slots, b.n, sizeof(uint64_t), cmpU64);
     for (size_t i = 0; i < b.n; i++) {
         if (i && b.slots[i] == b.slots[i - 1]) continue;
         uint32_t h32 = (uint32_t)(b.slots[i] >> 32);

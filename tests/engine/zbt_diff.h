@@ -234,9 +234,11 @@ static const char *diffScan(diffState *st, size_t count) {
         calls++;
     } while (cursor && calls < 1000000);
     mEntry *want = malloc((st->md.n + 1) * sizeof(mEntry));
-    memcpy(want, st->md.e, st->md.n * sizeof(mEntry));
-    qsort(want, st->md.n, sizeof(mEntry), diffCmpByMember);
-    qsort(sc.e, sc.n, sizeof(mEntry), diffCmpByMember);
+    if (st->md.n) {
+        memcpy(want, st->md.e, st->md.n * sizeof(mEntry));
+        qsort(want, st->md.n, sizeof(mEntry), diffCmpByMember);
+    }
+    if (sc.n) qsort(sc.e, sc.n, sizeof(mEntry), diffCmpByMember);
     int same = sc.n == st->md.n;
     for (size_t i = 0; same && i < sc.n; i++)
         same = diffCmpByMember(&sc.e[i], &want[i]) == 0 && memcmp(&sc.e[i].score, &want[i].score, 8) == 0;
