@@ -1,0 +1,1161 @@
+#!/usr/bin/python3
+"""The benchmark suite: the workloads of ../shared/workloads.md (W1-W5), run
+against our server and the unpatched reference, one fresh server at a time.
+
+Started by utils/bench/run (which installs the Debian packages first):
+
+    utils/bench/run quick|full [--server NAME=PATH]... [--only W1,W5] [--pairs N]
+
+See utils/bench/README.md for what each workload does and where results go.
+"""
+import argparse
+import contextlib
+import csv
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+HIREDIS = BUILD / "valkey" / "deps" / "hiredis"
+ZLOAD_SRC = ROOT / "utils" / "bench" / "zload.c"
+ZLOAD = BUILD / "bench" / "zload"
+DOCS = ROOT / "docs"
+
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+PORTS = range(21000, 22000)
+
+# Sizes. `full` is the published size of every workload, except where a note
+# says otherwise; `quick` keeps each workload's shape at a size that lets the
+# whole run finish within five minutes on two cores.
+SIZES = {
+    "quick": dict(
+        w1_n=2_000_000, w1_sample=100_000, w1_pipeline=250_000, w1_pairs=3,
+        w2_n=500_000, w2_cluster=False,
+        w3_n=10_000, w3_rounds=1,
+        w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
+        w4_one_n=500_000,
+        w5_n=1_000_000, w5_seconds=0.4, w5_warmup=0.1, w5_pairs=3,
+    ),
+    "full": dict(
+        w1_n=50_000_000, w1_sample=1_000_000, w1_pipeline=250_000, w1_pairs=3,
+        w2_n=10_000_000, w2_cluster=True,
+        w3_n=10_000, w3_rounds=3,
+        w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
+        w4_one_n=5_000_000,
+        w5_n=1_000_000, w5_seconds=2, w5_warmup=0.5, w5_pairs=3,
+    ),
+    # A few seconds: checks that the suite works, measures nothing.
+    "smoke": dict(
+        w1_n=200_000, w1_sample=50_000, w1_pipeline=250_000, w1_pairs=2,
+        w2_n=20_000, w2_cluster=True,
+        w3_n=300, w3_rounds=2,
+        w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
+        w4_one_n=20_000,
+        w5_n=20_000, w5_seconds=0.1, w5_warmup=0.05, w5_pairs=2,
+    ),
+}
+# Published sizes, to say in the report where a run was scaled down.
+PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
+                 w4_one_n=5_000_000, w5_n=1_000_000)
+
+W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
+W4_CONNS = 50
+W3_TYPES = ["set", "hash", "zset", "zset-rand"]
+W3_LABEL = {"set": "SET (SADD)", "hash": "HASH (HSET f 1)", "zset": "ZSET (score 1)",
+            "zset-rand": "ZSET (random score)"}
+W5_OPS = [  # (zload op, label); zpopmin last: it replaces members
+    ("zscore", "ZSCORE"), ("zrank", "ZRANK"), ("zrevrank", "ZREVRANK"),
+    ("zrange10", "ZRANGE 10 by rank"), ("zrange100", "ZRANGE 100 by rank"),
+    ("zrangebyscore", "ZRANGEBYSCORE LIMIT 10"), ("zadd", "ZADD update"), ("zincrby", "ZINCRBY"),
+    ("churn", "ZREM+ZADD churn (pair)"), ("zpopmin", "ZPOPMIN+ZADD refill (pair)"),
+]
+W5_SHORT = {"zscore": "ZSCORE", "zrank": "ZRANK", "zrevrank": "ZREVRANK", "zrange10": "ZRANGE\n10 by rank",
+            "zrange100": "ZRANGE\n100 by rank", "zrangebyscore": "ZRANGE-\nBYSCORE\nLIMIT 10",
+            "zadd": "ZADD\nupdate", "zincrby": "ZINCRBY", "churn": "ZREM+ZADD\n(pair)",
+            "zpopmin": "ZPOPMIN+\nZADD (pair)"}
+W5_PIPELINES = [1, 16]
+W5_CONNS = 50
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def die(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+# ---------------------------------------------------------------- RESP client
+
+class RespError(Exception):
+    pass
+
+
+class Resp:
+    """A minimal blocking RESP2 client for control commands."""
+
+    def __init__(self, port, timeout=120):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.rf = self.sock.makefile("rb")
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.rf.close()
+            self.sock.close()
+
+    def __call__(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self._read()
+
+    def _read(self):
+        line = self.rf.readline()
+        if not line:
+            raise ConnectionError("server closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RespError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.rf.read(n + 2)[:-2]
+            return data.decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise RespError(f"unexpected reply {line!r}")
+
+    def info(self, *sections):
+        d = {}
+        for ln in self("INFO", *sections).splitlines():
+            if ":" in ln and not ln.startswith("#"):
+                k, v = ln.split(":", 1)
+                d[k] = v
+        return d
+
+
+def info_num(info, key):
+    return float(info[key])
+
+
+# ---------------------------------------------------------------- servers
+
+class ServerSpec:
+    def __init__(self, name, path):
+        self.name, self.path = name, Path(path)
+        self.origin = self.path   # where the binary came from; path is the run's copy
+
+    def version(self):
+        try:
+            return subprocess.run([str(self.path), "--version"], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except OSError as e:
+            return f"? ({e})"
+
+
+_running = {}   # pid -> Popen of servers we started
+_next_port = [PORTS.start]
+
+
+def free_port(exclude=()):
+    for _ in range(len(PORTS)):
+        p = _next_port[0]
+        _next_port[0] = PORTS.start + (p + 1 - PORTS.start) % len(PORTS)
+        if p in exclude:
+            continue
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                continue
+        return p
+    die("no free port in 21000-21999")
+
+
+def stop_all_servers():
+    for pid, proc in list(_running.items()):
+        with contextlib.suppress(Exception):
+            proc.kill()
+            proc.wait(timeout=10)
+        _running.pop(pid, None)
+
+
+class Server:
+    """One fresh server: loopback, persistence off, pinned to SERVER_CPU."""
+
+    def __init__(self, spec, workdir, pin, cluster=False):
+        self.spec, self.cluster, self.pin = spec, cluster, pin
+        self.port = free_port()
+        self.dir = workdir / f"{spec.name}-{self.port}-{int(time.time() * 1000) % 100000}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc = None
+
+    def start(self):
+        args = [str(self.spec.path), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", str(self.dir), "--logfile", "server.log"]
+        if self.cluster:
+            bus = free_port(exclude={self.port})
+            args += ["--cluster-enabled", "yes", "--cluster-port", str(bus),
+                     "--cluster-config-file", "nodes.conf", "--cluster-announce-ip", "127.0.0.1"]
+        if self.pin:
+            args = ["taskset", "-c", SERVER_CPU] + args
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT, cwd=self.dir)
+        _running[self.proc.pid] = self.proc
+        deadline = time.time() + 20
+        while True:
+            if self.proc.poll() is not None:
+                die(f"{self.spec.name} exited at start (rc {self.proc.returncode}); log:\n{self.log_tail()}")
+            try:
+                c = Resp(self.port, timeout=2)
+                try:
+                    if c("PING") == "PONG":
+                        break
+                finally:
+                    c.close()
+            except (OSError, RespError):
+                pass
+            if time.time() > deadline:
+                self.stop()
+                die(f"{self.spec.name} did not answer on port {self.port}")
+            time.sleep(0.05)
+        if self.cluster:
+            c = self.conn()
+            c("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            deadline = time.time() + 20
+            while "cluster_state:ok" not in c("CLUSTER", "INFO"):
+                if time.time() > deadline:
+                    die("single-node cluster did not reach cluster_state:ok")
+                time.sleep(0.1)
+            c.close()
+        return self
+
+    def conn(self):
+        return Resp(self.port)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n=30):
+        try:
+            return "".join((self.dir / "server.log").read_text(errors="replace").splitlines(True)[-n:])
+        except OSError:
+            return "(no log)"
+
+    def settle(self, timeout=15):
+        """Waits until no database hash table is rehashing, so that
+        used_memory is not read with two tables allocated."""
+        c = self.conn()
+        deadline = time.time() + timeout
+        try:
+            while time.time() < deadline:
+                st = c("MEMORY", "STATS")
+                d = dict(zip(st[::2], st[1::2]))
+                if int(d.get("db.dict.rehashing.count", 0) or 0) == 0:
+                    return
+                time.sleep(0.1)
+        finally:
+            c.close()
+
+    def used_memory(self):
+        c = self.conn()
+        try:
+            return info_num(c.info("memory"), "used_memory")
+        finally:
+            c.close()
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(Exception):
+                c = Resp(self.port, timeout=5)
+                with contextlib.suppress(Exception):
+                    c("SHUTDOWN", "NOSAVE")
+                c.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        _running.pop(self.proc.pid, None)
+        self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# ---------------------------------------------------------------- figures
+
+UNITS = {
+    # unit: (formatter, suffix shown in the table)
+    "bytes": (lambda v: f"{v / 1e6:,.1f}", "MB"),
+    "B/member": (lambda v: f"{v:,.1f}", "B/member"),
+    "B/key": (lambda v: f"{v:,.1f}", "B/key"),
+    "B": (lambda v: f"{v:,.0f}", "B"),
+    "ops/s": (lambda v: f"{v:,.0f}", "ops/s"),
+    "inserts/s": (lambda v: f"{v:,.0f}", "inserts/s"),
+    "us": (lambda v: f"{v:,.1f}", "µs"),
+    "us/op": (lambda v: f"{v:.3f}", "µs CPU/op"),
+    "s": (lambda v: f"{v:,.2f}", "s"),
+    "count": (lambda v: f"{v:,.0f}", ""),
+    "x": (lambda v: f"{v:.2f}", "×"),
+}
+
+
+class Figure:
+    def __init__(self, key, workload, label, unit, better, paired):
+        self.key, self.workload, self.label, self.unit = key, workload, label, unit
+        self.better, self.paired = better, paired   # better: lower|higher|info
+        self.values = {}   # server -> {round: value}
+
+    def add(self, server, rnd, value):
+        self.values.setdefault(server, {})[rnd] = float(value)
+
+    def median(self, server):
+        v = self.values.get(server)
+        return statistics.median(v.values()) if v else None
+
+    def ratio(self, server, ref="reference"):
+        """(median ratio, min, max, n) of server against ref; per round when paired."""
+        a, b = self.values.get(server), self.values.get(ref)
+        if not a or not b:
+            return None
+        rounds = sorted(set(a) & set(b))
+        if self.paired and len(rounds) > 1:
+            rs = [a[r] / b[r] for r in rounds if b[r]]
+            if not rs:
+                return None
+            return statistics.median(rs), min(rs), max(rs), len(rs)
+        mb = self.median(ref)
+        if not mb:
+            return None
+        r = self.median(server) / mb
+        return r, r, r, 1
+
+    def verdict(self, server, ref="reference"):
+        rt = self.ratio(server, ref)
+        if rt is None or self.better == "info":
+            return ""
+        r, lo, hi, n = rt
+        if abs(r - 1) < 0.01 or (n > 1 and lo <= 1 <= hi):
+            return "same"
+        good = r < 1 if self.better == "lower" else r > 1
+        return "better" if good else "worse"
+
+    def fmt(self, v):
+        return "—" if v is None else UNITS[self.unit][0](v)
+
+
+class Results:
+    def __init__(self):
+        self.figures = {}
+
+    def fig(self, key, workload, label, unit, better, paired=False):
+        if key not in self.figures:
+            self.figures[key] = Figure(key, workload, label, unit, better, paired)
+        return self.figures[key]
+
+    def add(self, key, workload, label, unit, better, server, rnd, value, paired=False):
+        if value is None:
+            return
+        self.fig(key, workload, label, unit, better, paired).add(server, rnd, value)
+
+
+# ---------------------------------------------------------------- the run
+
+class Bench:
+    def __init__(self, args):
+        self.size = args.size
+        self.cfg = dict(SIZES[args.size])
+        if args.pairs:
+            for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs"):
+                self.cfg[k] = args.pairs
+        self.only = {w.strip().upper() for w in args.only.split(",")} if args.only else None
+        self.servers = [ServerSpec("ours", BUILD / "valkey" / "src" / "valkey-server"),
+                        ServerSpec("reference", BUILD / "upstream" / "src" / "valkey-server")]
+        for s in args.server:
+            if "=" not in s:
+                die(f"--server wants NAME=PATH, got {s!r}")
+            name, path = s.split("=", 1)
+            if name in ("ours", "reference") or any(x.name == name for x in self.servers):
+                die(f"server name {name!r} is taken")
+            self.servers.append(ServerSpec(name, Path(path).resolve()))
+        for s in self.servers:
+            if not os.access(s.path, os.X_OK):
+                hint = {"ours": " (run make)", "reference": " (run make upstream)"}.get(s.name, "")
+                die(f"{s.name}: no server at {s.path}{hint}")
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.out = Path(args.out).resolve() if args.out else BUILD / "bench" / f"{stamp}-{self.size}"
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.srvdir = self.out / "servers"
+        # Every round runs the same binaries even if a build replaces them meanwhile.
+        bindir = self.out / "bin"
+        bindir.mkdir(exist_ok=True)
+        for s in self.servers:
+            copy = bindir / f"{s.name}-valkey-server"
+            shutil.copy2(s.path, copy)
+            s.path = copy
+        self.write_docs = self.size == "full" and not args.no_docs and self.only is None
+        self.pin = (os.cpu_count() or 1) >= 2
+        self.results = Results()
+        self.timings = {}
+        self.notes = []
+        self.tool = BUILD / "upstream" / "src" / "valkey-benchmark"
+        if not os.access(self.tool, os.X_OK):
+            self.tool = BUILD / "valkey" / "src" / "valkey-benchmark"
+        self.w1_runs = {}       # server -> [(elapsed, round, rows)]
+        self.w3_rows = {}       # (server, type) -> [(n, bytes)]
+        self.w5_runs = []       # dicts
+
+    # -- helpers
+
+    def server(self, spec, cluster=False):
+        return Server(spec, self.srvdir, self.pin, cluster=cluster)
+
+    def client(self, argv):
+        return (["taskset", "-c", CLIENT_CPU] if self.pin else []) + [str(a) for a in argv]
+
+    def zload(self, srv, mode, **opts):
+        argv = [ZLOAD, mode, "--port", srv.port]
+        for k, v in opts.items():
+            argv += ["--" + k.replace("_", "-"), v]
+        p = subprocess.run(self.client(argv), capture_output=True, text=True, timeout=7200)
+        if p.returncode != 0 or not srv.alive():
+            msg = p.stderr.strip()
+            if not srv.alive():
+                msg += f"\nthe server ({srv.spec.name}) died; log tail:\n{srv.log_tail()}"
+            srv.stop()
+            die(f"zload {mode} failed against {srv.spec.name}: {msg}")
+        out = p.stdout.strip()
+        return json.loads(out.splitlines()[-1]) if out else {}
+
+    def wanted(self, w):
+        return self.only is None or w in self.only
+
+    def add(self, *a, **kw):
+        self.results.add(*a, **kw)
+
+    # -- W1: 50 million sorted-set inserts
+
+    def w1(self):
+        c = self.cfg
+        n, sample = c["w1_n"], c["w1_sample"]
+        early = n // 5 // sample * sample
+        for rnd in range(1, c["w1_pairs"] + 1):
+            for spec in self.servers:
+                with self.server(spec) as srv:
+                    path = self.out / f"w1_{spec.name}_r{rnd}.csv"
+                    r = self.zload(srv, "zadd1", key="key", n=n, pipeline=c["w1_pipeline"], sample=sample,
+                                   csv=path, order="seq", mlen=0)
+                rows = read_rows(path)
+                self.w1_runs.setdefault(spec.name, []).append((r["elapsed_s"], rnd, rows))
+                ivals = [row["interval_rate"] for row in rows if row["inserts"] > 0]
+                at = {int(row["inserts"]): row for row in rows}
+                nm = human(n)
+                add = lambda k, label, unit, better, v, paired=False: self.add(
+                    "W1." + k, "W1", label, unit, better, spec.name, rnd, v, paired=paired)
+                add("mem", f"used_memory at {nm}", "bytes", "lower", r["used_memory"])
+                if early and early in at:
+                    add("mem_early", f"used_memory at {human(early)}", "bytes", "lower",
+                        at[early]["used_memory"])
+                add("rss", f"used_memory_rss at {nm}", "bytes", "lower", r["used_memory_rss"])
+                add("bpm", f"bytes per member at {nm} (used_memory / members)", "B/member", "lower",
+                    r["used_memory"] / n)
+                add("time", f"whole run, {nm} inserts", "s", "lower", r["elapsed_s"], True)
+                add("rate", "inserts/s, whole run", "inserts/s", "higher", r["rate"], True)
+                add("last", f"inserts/s, last {human(sample)}", "inserts/s", "higher", ivals[-1], True)
+                add("median_iv", f"inserts/s, median {human(sample)} interval", "inserts/s", "higher",
+                    statistics.median(ivals), True)
+                add("min_iv", f"inserts/s, slowest {human(sample)} interval (resize stall)", "inserts/s",
+                    "higher", min(ivals), True)
+                add("cpu", "server CPU per insert", "us/op", "lower", r["cpu_s"] * 1e6 / n, True)
+                log(f"  W1 {spec.name} round {rnd}: {n:,} inserts in {r['elapsed_s']:.1f} s "
+                    f"({r['rate']:,.0f}/s), used_memory {r['used_memory'] / 1e6:,.1f} MB, "
+                    f"slowest interval {min(ivals):,.0f}/s")
+
+    # -- W2: small string keys
+
+    def w2(self):
+        c = self.cfg
+        n = c["w2_n"]
+        modes = [("standalone", False)] + ([("cluster", True)] if c["w2_cluster"] else [])
+        for mode, cluster in modes:
+            for spec in self.servers:
+                with self.server(spec, cluster=cluster) as srv:
+                    base = srv.used_memory()
+                    # Not --cluster: that mode puts a random slot tag into every key, so nearly every
+                    # request makes a new key. The one node owns all slots and takes the plain keys.
+                    argv = [self.tool, "-h", "127.0.0.1", "-p", srv.port, "-t", "set", "-n", n, "-r", n,
+                            "-d", 16, "--seed", 1, "-q"]
+                    t0 = time.time()
+                    p = subprocess.run(self.client(argv), capture_output=True, text=True, timeout=7200)
+                    if p.returncode != 0 or not srv.alive():
+                        die(f"valkey-benchmark failed against {spec.name}: {p.stderr.strip()} {p.stdout[-500:]}")
+                    took = time.time() - t0
+                    srv.settle()
+                    cl = srv.conn()
+                    keys = cl("DBSIZE")
+                    used = info_num(cl.info("memory"), "used_memory")
+                    cl.close()
+                add = lambda k, label, unit, better, v: self.add(
+                    f"W2.{mode}.{k}", "W2", f"{mode}: {label}", unit, better, spec.name, 1, v)
+                add("keys", "keys (DBSIZE)", "count", "info", keys)
+                add("mem", "used_memory", "bytes", "lower", used)
+                add("bpk", "bytes per key ((used_memory − empty) / keys)", "B/key", "lower", (used - base) / keys)
+                log(f"  W2 {mode} {spec.name}: {keys:,} keys, used_memory {used / 1e6:,.1f} MB "
+                    f"({(used - base) / keys:.1f} B/key), load {took:.1f} s")
+
+    # -- W3: SET vs HASH vs ZSET, MEMORY USAGE after every insert
+
+    def w3(self):
+        n = self.cfg["w3_n"]
+        # The hash tables' seed is random per server start, so bucket chaining (and with it
+        # MEMORY USAGE) varies a little from start to start: several rounds, paired.
+        for rnd in range(1, self.cfg["w3_rounds"] + 1):
+            for spec in self.servers:
+                with self.server(spec) as srv:
+                    # The first use of a command allocates its latency histogram (about 24 KB), the
+                    # first key the keyspace's table: keep them out of the used_memory deltas below.
+                    for t in W3_TYPES:
+                        self.zload(srv, "w3", type=t, n=1, key=f"w3:warm-up:{t}", csv=self.out / "w3_warmup.csv")
+                    srv.used_memory()
+                    for t in W3_TYPES:
+                        path = self.out / f"w3_{spec.name}_{t}.csv"
+                        before = srv.used_memory()
+                        self.zload(srv, "w3", type=t, n=n, key=f"w3:{t}", csv=path, seed=3)
+                        delta = srv.used_memory() - before
+                        rows = [(int(r["n"]), int(r["bytes"])) for r in read_rows(path)]
+                        path.unlink()
+                        if rnd == 1:
+                            self.w3_rows[(spec.name, t)] = rows
+                        by_n = dict(rows)
+                        jumps = [(rows[i][1] - rows[i - 1][1], rows[i][0]) for i in range(1, len(rows))]
+                        jump, at_n = max(jumps)
+                        lab = W3_LABEL[t]
+                        add = lambda k, label, unit, better, v: self.add(
+                            f"W3.{t}.{k}", "W3", f"{lab}: {label}", unit, better, spec.name, rnd, v, paired=True)
+                        for m in (1000, n):
+                            if m in by_n:
+                                add(f"at{m}", f"MEMORY USAGE at {m:,}", "B", "lower", by_n[m])
+                        add("bpm", f"bytes per member at {n:,}", "B/member", "lower", by_n[n] / n)
+                        add("delta", f"used_memory delta per member at {n:,} (cross-check)", "B/member", "lower",
+                            delta / n)
+                        add("jump", "largest single-insert jump (cliff)", "B", "lower", jump)
+                        add("jump_n", "… at member count", "count", "info", at_n)
+                        add("worst", "worst bytes per member, 100…N", "B/member", "lower",
+                            max(b / k for k, b in rows if k >= 100))
+                        log(f"  W3 {spec.name} round {rnd} {t}: MEMORY USAGE "
+                            f"{by_n[n]:,} B at {n:,} (used_memory delta {delta:,.0f}), "
+                            f"largest jump {jump:,} B at {at_n}")
+                        if t == "set":
+                            set_rows = by_n
+                        if t == "hash" and 1000 in by_n:
+                            self.add("W3.set_vs_hash", "W3", "SET ÷ HASH, MEMORY USAGE at 1,000", "x", "lower",
+                                     spec.name, rnd, set_rows[1000] / by_n[1000], paired=True)
+        (self.out / "w3_warmup.csv").unlink(missing_ok=True)
+        self.write_w3_csv()
+
+    def write_w3_csv(self):
+        cols = [(s.name, t) for s in self.servers for t in W3_TYPES if (s.name, t) in self.w3_rows]
+        data = [dict(self.w3_rows[c]) for c in cols]
+        with open(self.out / "w3_memory_usage.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["n"] + [f"{s}:{t}" for s, t in cols])
+            for k in range(1, self.cfg["w3_n"] + 1):
+                w.writerow([k] + [d.get(k, "") for d in data])
+
+    # -- W4: many sorted sets of 10-200 members
+
+    def w4(self):
+        c = self.cfg
+        rows = []
+        for rnd in range(1, c["w4_pairs"] + 1):
+            for spec in self.servers:
+                for prof, (lo, hi) in W4_PROFILES.items():
+                    keys = c["w4_keys"][prof]
+                    with self.server(spec) as srv:
+                        ld = self.zload(srv, "zsets", keys=keys, min=lo, max=hi, mlen=10, pipeline=1000, seed=4)
+                        srv.settle()
+                        used = srv.used_memory()
+                        q = self.zload(srv, "bench", op="keys-rangebyscore", keys=keys, conns=W4_CONNS,
+                                       pipeline=1, seconds=c["w4_query_s"], warmup=c["w4_warmup_s"],
+                                       seed=40 + rnd)
+                    bpm = (used - ld["used_memory_before"]) / ld["members"]
+                    tag = f"{prof} ({lo}–{hi} members, {human(keys)} keys)"
+                    add = lambda k, label, unit, better, v, paired=False: self.add(
+                        f"W4.{prof}.{k}", "W4", f"{tag}: {label}", unit, better, spec.name, rnd, v, paired)
+                    add("bpm", "bytes per member (used_memory delta / members)", "B/member", "lower", bpm)
+                    add("mem", "used_memory", "bytes", "lower", used)
+                    add("load", "load, members/s", "ops/s", "higher", ld["members"] / ld["elapsed_s"], True)
+                    add("qps", f"ZRANGEBYSCORE ops/s, {W4_CONNS} conns", "ops/s", "higher", q["ops_per_sec"], True)
+                    add("p50", "ZRANGEBYSCORE p50", "us", "lower", q["p50_us"], True)
+                    add("p99", "ZRANGEBYSCORE p99", "us", "lower", q["p99_us"], True)
+                    add("cpu", "ZRANGEBYSCORE server CPU per op", "us/op", "lower", q["cpu_us_per_op"], True)
+                    rows.append(dict(server=spec.name, round=rnd, profile=prof, keys=keys, members=ld["members"],
+                                     load_s=round(ld["elapsed_s"], 3), used_memory=int(used),
+                                     bytes_per_member=round(bpm, 2), qps=q["ops_per_sec"], p50_us=q["p50_us"],
+                                     p99_us=q["p99_us"], cpu_us_per_op=q["cpu_us_per_op"],
+                                     server_util=q["server_util"]))
+                    log(f"  W4 {spec.name} round {rnd} {prof}: {ld['members']:,} members in {ld['elapsed_s']:.1f} s, "
+                        f"{bpm:.1f} B/member; ZRANGEBYSCORE {q['ops_per_sec']:,.0f}/s "
+                        f"(server busy {q['server_util']:.0%})")
+                if rnd == 1:   # one key, 20-byte members: memory only, deterministic
+                    n = c["w4_one_n"]
+                    for order in ("seq", "rand"):
+                        with self.server(spec) as srv:
+                            ld = self.zload(srv, "zadd1", key="one", n=n, pipeline=250_000, order=order,
+                                            mlen=20, seed=5)
+                        bpm = (ld["used_memory"] - ld["used_memory_before"]) / n
+                        word = "sequential" if order == "seq" else "random"
+                        self.add(f"W4.one.{order}", "W4",
+                                 f"one key, {human(n)} 20-byte members, {word} order: bytes per member",
+                                 "B/member", "lower", spec.name, rnd, bpm)
+                        log(f"  W4 {spec.name} one key {order}: {bpm:.1f} B/member ({ld['elapsed_s']:.1f} s)")
+        write_rows(self.out / "w4_runs.csv", rows)
+
+    # -- W5: latency and throughput on one sorted set of 1M members
+
+    def w5(self):
+        c = self.cfg
+        n = c["w5_n"]
+        for rnd in range(1, c["w5_pairs"] + 1):
+            for spec in self.servers:
+                with self.server(spec) as srv:
+                    self.zload(srv, "zadd1", key="z", n=n, pipeline=250_000, order="rand", mlen=0, seed=6)
+                    for op, label in W5_OPS:
+                        for pi, pl in enumerate(W5_PIPELINES):
+                            q = self.zload(srv, "bench", op=op, key="z", n=n, conns=W5_CONNS, pipeline=pl,
+                                           seconds=c["w5_seconds"], warmup=c["w5_warmup"],
+                                           seed=100 * rnd + pi, offset=100_000_000 * pi)
+                            tag = f"{label}, P={pl}"
+                            add = lambda k, lab, unit, better, v: self.add(
+                                f"W5.{op}.{pl}.{k}", "W5", f"{tag}: {lab}", unit, better, spec.name, rnd, v, True)
+                            add("ops", "ops/s", "ops/s", "higher", q["ops_per_sec"])
+                            add("p50", "p50", "us", "lower", q["p50_us"])
+                            add("p99", "p99", "us", "lower", q["p99_us"])
+                            add("cpu", "server CPU per op", "us/op", "lower", q["cpu_us_per_op"])
+                            self.w5_runs.append(dict(server=spec.name, round=rnd, op=op, pipeline=pl,
+                                                     conns=W5_CONNS, ops_per_sec=q["ops_per_sec"],
+                                                     p50_us=q["p50_us"], p99_us=q["p99_us"],
+                                                     p999_us=q["p999_us"], cpu_us_per_op=q["cpu_us_per_op"],
+                                                     server_util=q["server_util"], nils=q["nils"]))
+                    cl = srv.conn()
+                    card = cl("ZCARD", "z")
+                    cl.close()
+                    if card != n:
+                        self.notes.append(f"W5: {spec.name} round {rnd} ended with ZCARD {card:,}, not {n:,}.")
+                got = [r for r in self.w5_runs if r["server"] == spec.name and r["round"] == rnd]
+                log(f"  W5 {spec.name} round {rnd}: " + ", ".join(
+                    f"{r['op']}/P{r['pipeline']} {r['ops_per_sec'] / 1e3:,.0f}k" for r in got))
+        write_rows(self.out / "w5_runs.csv", self.w5_runs)
+
+    # -- orchestration
+
+    def run(self):
+        t_all = time.time()
+        log(f"bench {self.size}: results in {self.out}")
+        log("servers: " + ", ".join(f"{s.name}={s.origin}" for s in self.servers))
+        if not self.pin:
+            log("warning: fewer than 2 CPUs; server and client are not pinned")
+        for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5)):
+            if not self.wanted(w):
+                continue
+            busy = cpu_busy()
+            log(f"{w} ... (CPUs {busy:.0%} busy before it starts)")
+            if busy > 0.15:
+                self.notes.append(f"{w}: the machine was {busy:.0%} busy with other work when it started; "
+                                  "its throughput figures are not trustworthy.")
+                log(f"warning: the machine is {busy:.0%} busy with other work; throughput figures will be noisy")
+            t0 = time.time()
+            fn()
+            self.timings[w] = time.time() - t0
+            log(f"{w} done in {self.timings[w]:.0f} s")
+        self.timings["total"] = time.time() - t_all
+        self.report()
+        log(f"\nwall time {self.timings['total']:.0f} s; results in {self.out}")
+
+    # -- output
+
+    def table(self, workload=None, keys=None):
+        extras = [s.name for s in self.servers[2:]]
+        head = ["Figure", "Unit", "ours", "reference", "ours/ref (min–max)", "ours is"]
+        for e in extras:
+            head += [e, f"{e}/ref"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        figs = self.results.figures
+        chosen = [figs[k] for k in keys if k in figs] if keys else list(figs.values())
+        for f in chosen:
+            if workload and f.workload != workload:
+                continue
+            row = [f"{f.workload} {f.label}", UNITS[f.unit][1], f.fmt(f.median("ours")), f.fmt(f.median("reference")),
+                   fmt_ratio(f.ratio("ours")), f.verdict("ours")]
+            for e in extras:
+                row += [f.fmt(f.median(e)), fmt_ratio(f.ratio(e))]
+            lines.append("| " + " | ".join(row) + " |")
+        return "\n".join(lines)
+
+    def w5_table(self):
+        """W5 in one row per operation and pipeline depth (every figure is in summary.csv)."""
+        extras = [s.name for s in self.servers[2:]]
+        figs = self.results.figures
+        head = ["Operation", "P", "ours ops/s", "reference ops/s", "ours/ref (min–max)", "ours is"]
+        for e in extras:
+            head += [f"{e} ops/s", f"{e}/ref"]
+        head += ["p50 µs ours / ref", "p99 µs ours / ref", "CPU µs/op ours / ref"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for op, label in W5_OPS:
+            for pl in W5_PIPELINES:
+                f = figs.get(f"W5.{op}.{pl}.ops")
+                if not f:
+                    continue
+                row = [label, str(pl), f.fmt(f.median("ours")), f.fmt(f.median("reference")),
+                       fmt_ratio(f.ratio("ours")), f.verdict("ours")]
+                for e in extras:
+                    row += [f.fmt(f.median(e)), fmt_ratio(f.ratio(e))]
+                for k in ("p50", "p99", "cpu"):
+                    g = figs.get(f"W5.{op}.{pl}.{k}")
+                    rt = g.ratio("ours") if g else None
+                    row.append(f"{g.fmt(g.median('ours'))} / {g.fmt(g.median('reference'))}"
+                               + (f" ({rt[0]:.2f})" if rt else "") if g else "—")
+                lines.append("| " + " | ".join(row) + " |")
+        return "\n".join(lines)
+
+    def workload_table(self, w):
+        return self.w5_table() if w == "W5" else self.table(w)
+
+    def write_summary_csv(self, path):
+        names = [s.name for s in self.servers]
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["figure", "workload", "label", "unit", "better", "paired"]
+                       + names + [f"{s}/ref" for s in names if s != "reference"]
+                       + ["ours/ref_min", "ours/ref_max", "verdict"])
+            for f in self.results.figures.values():
+                rt = f.ratio("ours")
+                w.writerow([f.key, f.workload, f.label, f.unit, f.better, int(f.paired)]
+                           + [_num(f.median(s)) for s in names]
+                           + [_num((f.ratio(s) or (None,))[0]) for s in names if s != "reference"]
+                           + [_num(rt[1] if rt else None), _num(rt[2] if rt else None), f.verdict("ours")])
+        with open(path.with_name("figures_all_runs.csv"), "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["figure", "unit", "server", "round", "value"])
+            for f in self.results.figures.values():
+                for s, vals in f.values.items():
+                    for r, v in sorted(vals.items()):
+                        w.writerow([f.key, f.unit, s, r, _num(v)])
+
+    def report(self):
+        self.write_summary_csv(self.out / "summary.csv")
+        charts = self.charts()
+        md = self.markdown(charts, docs=False)
+        (self.out / "results.md").write_text(md)
+        for w in ("W1", "W2", "W3", "W4", "W5"):
+            if any(f.workload == w for f in self.results.figures.values()):
+                log("\n" + self.workload_table(w))
+        for n in self.notes:
+            log("note: " + n)
+        if self.write_docs:
+            self.publish(charts)
+
+    def charts(self):
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            self.notes.append("matplotlib is missing: no charts (utils/install-deps.sh bench installs it)")
+            return []
+        made = []
+        colors = {s.name: c for s, c in zip(self.servers, ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"])}
+        # Servers that store the same thing draw the same line: earlier ones wider, so all stay visible.
+        width = {s.name: 1.2 + 2.4 * (len(self.servers) - 1 - i) / max(1, len(self.servers) - 1)
+                 for i, s in enumerate(self.servers)}
+        if self.w1_runs:
+            fig, ax = plt.subplots(figsize=(8, 5))
+            for s, rows in self.w1_best().items():
+                x = [r["inserts"] / 1e6 for r in rows]
+                ax.plot(x, [r["used_memory"] / 1e9 for r in rows], label=f"{s} used_memory", color=colors[s],
+                        lw=width[s], alpha=0.85)
+                ax.plot(x, [r["used_memory_rss"] / 1e9 for r in rows], label=f"{s} used_memory_rss",
+                        color=colors[s], lw=1, ls="--")
+            ax.set_xlabel("members inserted (millions)")
+            ax.set_ylabel("GB (10⁹ bytes)")
+            ax.set_title(f"W1: ZADD m:{{i}} into one sorted set, pipelines of {self.cfg['w1_pipeline']:,}")
+            ax.grid(alpha=0.3)
+            ax.legend()
+            made.append(save(fig, self.out / "w1_memory.png"))
+            fig, ax = plt.subplots(figsize=(8, 4))
+            for s, rows in self.w1_best().items():
+                rows = [r for r in rows if r["inserts"] > 0]
+                ax.plot([r["inserts"] / 1e6 for r in rows], [r["interval_rate"] / 1e3 for r in rows],
+                        label=s, color=colors[s], lw=width[s], alpha=0.85, marker=".")
+            ax.set_xlabel("members inserted (millions)")
+            ax.set_ylabel(f"inserts/s over the last {human(self.cfg['w1_sample'])} (thousands)")
+            ax.set_title("W1: insert rate per sample interval (fastest round of each server)")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend()
+            made.append(save(fig, self.out / "w1_rate.png"))
+        if self.w3_rows:
+            fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+            for ax, t in zip(axes.flat, W3_TYPES):
+                for s in self.servers:
+                    rows = self.w3_rows.get((s.name, t))
+                    if rows:
+                        ax.plot([k for k, _ in rows], [b / k for k, b in rows], label=s.name, color=colors[s.name],
+                                lw=width[s.name], alpha=0.85)
+                ax.set_xscale("log")
+                ax.set_title(W3_LABEL[t])
+                ax.set_ylim(0, 200)
+                ax.grid(alpha=0.3, which="both")
+                ax.set_ylabel("MEMORY USAGE / members (bytes)")
+                ax.legend()
+            for ax in axes[1]:
+                ax.set_xlabel("members (24-byte random strings)")
+            fig.suptitle("W3: bytes per member after each insert")
+            made.append(save(fig, self.out / "w3_bytes_per_member.png"))
+        if self.w5_runs:
+            fig, axes = plt.subplots(len(W5_PIPELINES), 1, figsize=(11, 4 * len(W5_PIPELINES)))
+            bw = 0.8 / len(self.servers)
+            for ax, pl in zip(axes, W5_PIPELINES):
+                for si, s in enumerate(self.servers):
+                    meds, los, his = [], [], []
+                    for op, _ in W5_OPS:
+                        v = [r["ops_per_sec"] / 1e3 for r in self.w5_runs
+                             if r["server"] == s.name and r["op"] == op and r["pipeline"] == pl]
+                        m = statistics.median(v) if v else 0
+                        meds.append(m)
+                        los.append(m - min(v) if v else 0)
+                        his.append(max(v) - m if v else 0)
+                    xs = [i + (si - (len(self.servers) - 1) / 2) * bw for i in range(len(W5_OPS))]
+                    ax.bar(xs, meds, bw, yerr=[los, his], capsize=2, label=s.name, color=colors[s.name],
+                           error_kw=dict(ecolor="#444", lw=1))
+                ax.set_xticks(range(len(W5_OPS)))
+                ax.set_xticklabels([W5_SHORT[op] for op, _ in W5_OPS], fontsize=8)
+                ax.set_ylabel("thousand ops/s")
+                ax.set_title(f"W5: one sorted set of {self.cfg['w5_n']:,} members, {W5_CONNS} connections, "
+                             f"pipeline {pl} (median of {self.cfg['w5_pairs']}, bars: min–max)")
+                ax.grid(alpha=0.3, axis="y")
+                ax.legend()
+            fig.tight_layout()
+            made.append(save(fig, self.out / "w5_ops.png"))
+        return made
+
+    def w1_best(self):
+        """Each server's W1 samples from its fastest round: the one least disturbed."""
+        return {s: min(runs, key=lambda x: x[0])[2] for s, runs in self.w1_runs.items()}
+
+    def w1_best_csv(self):
+        return [f"w1_{s}_r{min(runs, key=lambda x: x[0])[1]}.csv" for s, runs in self.w1_runs.items()]
+
+    def markdown(self, charts, docs):
+        c = self.cfg
+        commit = git_commit()
+        mach = machine()
+        chart_dir = "bench/" if docs else ""
+        L = []
+        L.append("# Benchmarks" if docs else f"# Benchmark results ({self.size})")
+        L.append("")
+        if docs:
+            L.append("Generated by `make bench-full` (`utils/bench/run full`); do not edit by hand. The workloads "
+                     "are those of `../shared/workloads.md`; `utils/bench/README.md` says how each is run.")
+            L.append("")
+        L.append(f"- Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M %Z').strip()}")
+        L.append(f"- Git commit: {commit}")
+        L.append(f"- Machine: {mach['nproc']} CPUs ({mach['cpu']}), {mach['mem']}, kernel {mach['kernel']}")
+        for s in self.servers:
+            rel = os.path.relpath(s.origin, ROOT) if str(s.origin).startswith(str(ROOT)) else s.origin
+            L.append(f"- Server `{s.name}`: `{rel}` — {s.version()}")
+        tot = self.timings.get("total", 0)
+        L.append("- Wall time: " + ", ".join(f"{w} {t / 60:.1f} min" for w, t in self.timings.items()
+                                             if w != "total") + f"; total {tot / 60:.1f} min")
+        L.append("")
+        head = [k for k in HEADLINES if k in self.results.figures]
+        if head:
+            L.append("## Headlines")
+            L.append("")
+            L.append(self.table(keys=head))
+            L.append("")
+        L.append("## Method")
+        L.append("")
+        L.append(
+            "Each measurement starts a fresh server (loopback, `--save '' --appendonly no`, default "
+            "configuration otherwise) and kills it afterwards; only one server runs at a time. "
+            + ("The server is pinned to CPU 0 and the client to CPU 1 (`taskset`). " if self.pin else "")
+            + f"Throughput figures alternate the servers (ours, reference, ours, reference, …) for "
+            f"{c['w1_pairs']} (W1), {c['w4_pairs']} (W4) and {c['w5_pairs']} (W5) rounds; the table shows each "
+            "server's median and the median of the per-round ratios ours/reference with their min–max. "
+            "Memory figures are deterministic (fixed seeds) and come from the same rounds. `ours is` says "
+            "better or worse when the ratio is off 1 by at least 1% and, for paired figures, the min–max "
+            "range does not include 1; otherwise `same`. Server CPU per operation is the change of "
+            "`used_cpu_user + used_cpu_sys` over the measured window divided by the operations in it.")
+        L.append("")
+        L.append("Load generator: `utils/bench/zload.c` on the bundled hiredis (streaming pipelines, replies "
+                 "parsed as they arrive); W2 uses `valkey-benchmark` from the reference build.")
+        L.append("")
+        L.append("## Sizes")
+        L.append("")
+        L.extend(self.size_notes())
+        L.append("")
+        for w, title in (("W1", "W1 — sorted-set inserts into one key"), ("W2", "W2 — small string keys"),
+                         ("W3", "W3 — SET vs HASH vs ZSET of 24-byte strings"),
+                         ("W4", "W4 — many sorted sets of 10–200 members"),
+                         ("W5", "W5 — operations on one sorted set of 1M members")):
+            if not any(f.workload == w for f in self.results.figures.values()):
+                continue
+            L.append(f"## {title}")
+            L.append("")
+            L.append(W_TEXT[w])
+            L.append("")
+            L.append(self.workload_table(w))
+            L.append("")
+            for ch in charts:
+                if ch.name.startswith(w.lower() + "_"):
+                    L.append(f"![{ch.stem}]({chart_dir}{ch.name})")
+                    L.append("")
+        if self.notes:
+            L.append("## Notes")
+            L.append("")
+            L.extend(f"- {n}" for n in self.notes)
+            L.append("")
+        L.append("## Files")
+        L.append("")
+        L.append(f"CSV files{' in `docs/bench/`' if docs else ''}: `summary.csv` (one row per figure), "
+                 "`figures_all_runs.csv` (every round), `w1_<server>_r<round>.csv` (W1 samples of the "
+                 "server's fastest round, the one the charts show), "
+                 "`w3_memory_usage.csv` (MEMORY USAGE after each insert), `w4_runs.csv`, `w5_runs.csv`.")
+        L.append("")
+        return "\n".join(L)
+
+    def size_notes(self):
+        c, L = self.cfg, []
+        L.append(f"- W1: {c['w1_n']:,} inserts, sample every {c['w1_sample']:,}, pipelines of "
+                 f"{c['w1_pipeline']:,}" + scaled(c["w1_n"], PUBLISHED["w1_n"]))
+        L.append(f"- W2: `valkey-benchmark -t set -n {c['w2_n']} -r {c['w2_n']} -d 16 --seed 1`, "
+                 + ("standalone and single-node cluster" if c["w2_cluster"] else "standalone only")
+                 + scaled(c["w2_n"], PUBLISHED["w2_n"]))
+        L.append(f"- W3: {c['w3_n']:,} inserts per type")
+        k = c["w4_keys"]
+        L.append(f"- W4: {k['listpack']:,} keys (listpack profile) and {k['big']:,} keys (big profile), one ZADD "
+                 f"each; ZRANGEBYSCORE for {c['w4_query_s']:g} s from {W4_CONNS} connections; one key of "
+                 f"{c['w4_one_n']:,} 20-byte members"
+                 + scaled(k["listpack"], PUBLISHED["w4_keys"]["listpack"]))
+        L.append(f"- W5: {c['w5_n']:,} members; each operation for {c['w5_seconds']:g} s after "
+                 f"{c['w5_warmup']:g} s warm-up, {W5_CONNS} connections")
+        L.extend(f"- {n}" for n in getattr(self, "size_extra", []))
+        return L
+
+    def publish(self, charts):
+        dst = DOCS / "bench"
+        dst.mkdir(parents=True, exist_ok=True)
+        for old in dst.iterdir():
+            if old.suffix in (".png", ".csv"):
+                old.unlink()
+        for ch in charts:
+            shutil.copy2(ch, dst / ch.name)
+        for name in ["summary.csv", "figures_all_runs.csv", "w3_memory_usage.csv", "w4_runs.csv",
+                     "w5_runs.csv"] + self.w1_best_csv():
+            if (self.out / name).exists():
+                shutil.copy2(self.out / name, dst / name)
+        (DOCS / "benchmarks.md").write_text(self.markdown(charts, docs=True))
+        log(f"wrote {DOCS / 'benchmarks.md'} and {dst}/")
+
+
+# The figures the Headlines table at the top of the report repeats.
+HEADLINES = [
+    "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
+    "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
+    "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops",
+]
+
+W_TEXT = {
+    "W1": "One sorted set; `ZADD key i m:{i}` for i = 0 … N−1 in pipelines of 250,000 commands; "
+          "`INFO memory cpu` rides in the stream after every sample interval. Published (Graviton4): "
+          "Valkey 8.1 3.77 GB at 50M (≈ 75 bytes per member), 8.0 4.83 GB.",
+    "W2": "`valkey-benchmark -t set -n N -r N -d 16` (≈ 63% of N distinct keys, 16-byte values). "
+          "Published (cluster mode, 6,318,941 keys): Valkey 8.0 550.56 MB (≈ 91 bytes per key).",
+    "W3": "Random 24-character lowercase strings added one at a time to a SET (`SADD`), as fields of a "
+          "HASH (`HSET key field 1`) and to sorted sets (`ZADD key 1 member`, and with random scores); "
+          "`MEMORY USAGE key SAMPLES 0` after each insert. Published (old Redis, 1,000 entries): SET 32,920 "
+          "bytes, HASH 14,403 bytes.",
+    "W4": "Keys `zk:{i}`, each made by one `ZADD` of 10–128 (listpack profile) or 129–200 (big profile) "
+          "random 10-byte members with random integer scores; bytes per member = used_memory delta / "
+          "members (includes the per-key cost). Then `ZRANGEBYSCORE zk:{random} lo lo+range/8` (about 1/8 of "
+          "the members) from 50 connections, pipeline 1. Last rows: one key of 20-byte random members "
+          "inserted with increasing scores (sequential) and with random scores.",
+    "W5": "One sorted set `z` of members `m:{i}` with random integer scores, loaded fresh for every round. "
+          "Each operation runs on 50 connections at pipeline 1 and 16 (closed loop); latency is the round "
+          "trip of one pipeline. Random members for ZSCORE/ZRANK/ZREVRANK/ZADD/ZINCRBY; ZRANGE by rank of "
+          "10 and 100 members at a random start; `ZRANGEBYSCORE z lo +inf LIMIT 0 10`; churn is ZREM of a "
+          "random member then ZADD of it with a new score; ZPOPMIN is followed by a ZADD of a new "
+          "highest member so the set keeps its size. For the two pair operations one op = both commands.",
+}
+
+
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy over interval seconds (nothing of ours runs then)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v[:8])   # idle + iowait, total without guest time
+    try:
+        i0, t0 = sample()
+        time.sleep(interval)
+        i1, t1 = sample()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+def human(n):
+    """1000000 -> 1M, 800000 -> 800k, 20000 -> 20k."""
+    if n >= 1_000_000 and n % 100_000 == 0:
+        return f"{n / 1e6:g}M"
+    if n >= 1000 and n % 100 == 0:
+        return f"{n / 1e3:g}k"
+    return f"{n:,}"
+
+
+def scaled(size, published):
+    if size >= published:
+        return " (published size)"
+    return f" (scaled down from the published {published:,})"
+
+
+def fmt_ratio(rt):
+    if rt is None:
+        return "—"
+    r, lo, hi, n = rt
+    if n > 1:
+        return f"{r:.3f} ({lo:.3f}–{hi:.3f})"
+    return f"{r:.3f}"
+
+
+def _num(v):
+    if v is None:
+        return ""
+    return f"{v:.6g}" if abs(v) < 1e6 else f"{v:.0f}"
+
+
+def read_rows(path):
+    with open(path) as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def write_rows(path, rows):
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def save(fig, path):
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return path
+
+
+def git_commit():
+    try:
+        h = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                           text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    if not h:
+        return "none (no commit yet)"
+    return h + (" with uncommitted changes" if dirty else "")
+
+
+def machine():
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    mem = "?"
+    with contextlib.suppress(OSError):
+        for ln in open("/proc/meminfo"):
+            if ln.startswith("MemTotal"):
+                mem = f"{int(ln.split()[1]) / 1024 / 1024:.0f} GiB RAM"
+    return dict(nproc=os.cpu_count(), cpu=cpu, mem=mem, kernel=platform.release())
+
+
+def build_zload():
+    lib = HIREDIS / "libhiredis.a"
+    if not lib.exists():
+        die(f"{lib} is missing: run make first")
+    ZLOAD.parent.mkdir(parents=True, exist_ok=True)
+    if ZLOAD.exists() and ZLOAD.stat().st_mtime > max(ZLOAD_SRC.stat().st_mtime, lib.stat().st_mtime):
+        return
+    cmd = ["cc", "-O2", "-g", "-Wall", "-Wextra", "-std=gnu11", f"-I{HIREDIS}", "-o", str(ZLOAD),
+           str(ZLOAD_SRC), str(lib), "-lm"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        die("cannot compile zload:\n" + p.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="utils/bench/run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("size", choices=sorted(SIZES), help="quick (≤ 5 minutes), full (published sizes) or smoke (a self-check)")
+    ap.add_argument("--server", action="append", default=[], metavar="NAME=PATH",
+                    help="another valkey-server binary to measure; gets its own column (repeatable)")
+    ap.add_argument("--only", help="run only these workloads, e.g. W1,W5 (does not write docs/)")
+    ap.add_argument("--pairs", type=int, help="rounds of the alternating throughput runs (default 3)")
+    ap.add_argument("--out", help="results directory (default build/bench/<timestamp>-<size>)")
+    ap.add_argument("--no-docs", action="store_true", help="full: do not write docs/benchmarks.md")
+    args = ap.parse_args()
+    if args.pairs is not None and args.pairs < 1:
+        die("--pairs must be at least 1")
+
+    def on_signal(sig, _frame):
+        stop_all_servers()
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        build_zload()
+        b = Bench(args)
+        if b.pin:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {int(CLIENT_CPU)})
+        b.run()
+    finally:
+        stop_all_servers()
+
+
+if __name__ == "__main__":
+    main()

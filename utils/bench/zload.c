@@ -1,0 +1,879 @@
+/* zload: the load generator of the benchmark suite (utils/bench/run).
+ *
+ * A small RESP client built on the bundled hiredis: hiredis connects and
+ * parses replies (with reply functions that build no objects), commands are
+ * written straight into a buffer. It streams: commands are generated as the
+ * socket takes them and replies are consumed as they arrive, so a pipeline
+ * of 250,000 commands never sits in the client's memory at once.
+ *
+ * Modes (one per invocation; results go to stdout, one JSON object, or to
+ * the CSV file named by --csv):
+ *
+ *   zadd1   one key, one ZADD per member, in pipelines of --pipeline commands
+ *           (the client waits for every reply of a pipeline before it sends
+ *           the next). Members are m:{i} (--mlen 0) or random alphanumeric
+ *           strings of --mlen bytes; scores are i (--order seq) or random
+ *           integers below --score-max (--order rand). With --sample S an
+ *           `INFO memory cpu` rides in the stream after every S inserts and a
+ *           CSV row is written when its reply arrives.              (W1, W4, W5)
+ *   w3      --n inserts of random 24-character lowercase strings into one key
+ *           (--type set|hash|zset|zset-rand), each followed by
+ *           `MEMORY USAGE key SAMPLES 0`; CSV rows n,bytes.         (W3)
+ *   zsets   --keys keys zk:{i}, each made by one ZADD of between --min and
+ *           --max random members of --mlen bytes with random scores.  (W4)
+ *   bench   closed loop: --conns connections, each sending --pipeline
+ *           operations at a time and waiting for all their replies, for
+ *           --warmup then --seconds seconds. Reports ops/s, latency
+ *           percentiles of a pipeline round trip, and the server's CPU time
+ *           over the measured window (INFO cpu on a separate connection).
+ *                                                                    (W4, W5)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+/* ---------- small helpers ---------- */
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("zload: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* splitmix64: a tiny, fast, well-mixed generator; a seed gives one stream. */
+typedef struct {
+    uint64_t s;
+} rng_t;
+
+static uint64_t rng_next(rng_t *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static uint64_t rng_below(rng_t *r, uint64_t n) {
+    return (uint64_t)(((unsigned __int128)rng_next(r) * n) >> 64);
+}
+
+static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+static void rng_alnum(rng_t *r, char *dst, int len) {
+    for (int i = 0; i < len; i++) dst[i] = ALNUM[rng_below(r, 62)];
+}
+
+static void rng_lower(rng_t *r, char *dst, int len) {
+    for (int i = 0; i < len; i++) dst[i] = 'a' + rng_below(r, 26);
+}
+
+/* Decimal digits of v into dst (no terminator); returns the length. */
+static int fmt_ll(char *dst, long long v) {
+    char tmp[24];
+    int n = 0, len = 0;
+    unsigned long long u = v < 0 ? -(unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = '0' + u % 10;
+        u /= 10;
+    } while (u);
+    if (v < 0) dst[len++] = '-';
+    while (n) dst[len++] = tmp[--n];
+    return len;
+}
+
+/* ---------- output buffer: RESP commands written by hand ---------- */
+
+typedef struct {
+    char *p;
+    size_t len; /* bytes held */
+    size_t off; /* bytes already written to the socket */
+    size_t cap;
+} buf_t;
+
+static void buf_need(buf_t *b, size_t n) {
+    if (b->off && b->off == b->len) b->off = b->len = 0;
+    if (b->len + n <= b->cap) return;
+    if (b->off) { /* move the unsent tail to the front first */
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+        if (b->len + n <= b->cap) return;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    b->p = realloc(b->p, cap);
+    if (!b->p) die("out of memory");
+    b->cap = cap;
+}
+
+static inline size_t buf_pending(const buf_t *b) { return b->len - b->off; }
+
+static void put_hdr(buf_t *b, char kind, long long n) {
+    buf_need(b, 24);
+    b->p[b->len++] = kind;
+    b->len += fmt_ll(b->p + b->len, n);
+    b->p[b->len++] = '\r';
+    b->p[b->len++] = '\n';
+}
+
+static void put_argc(buf_t *b, int argc) { put_hdr(b, '*', argc); }
+
+static void put_arg(buf_t *b, const char *s, size_t n) {
+    put_hdr(b, '$', (long long)n);
+    buf_need(b, n + 2);
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len++] = '\r';
+    b->p[b->len++] = '\n';
+}
+
+static void put_str(buf_t *b, const char *s) { put_arg(b, s, strlen(s)); }
+
+static void put_ll(buf_t *b, long long v) {
+    char tmp[24];
+    put_arg(b, tmp, fmt_ll(tmp, v));
+}
+
+/* "prefix{v}" as one argument, e.g. m:42. */
+static void put_prefixed(buf_t *b, const char *prefix, long long v) {
+    char tmp[64];
+    size_t pl = strlen(prefix);
+    memcpy(tmp, prefix, pl);
+    put_arg(b, tmp, pl + fmt_ll(tmp + pl, v));
+}
+
+/* ---------- replies: parsed by hiredis, no objects built ---------- */
+
+typedef struct {
+    int want_str;   /* copy the next top-level string reply into str */
+    char *str;      /* that copy, NUL-terminated */
+    size_t str_cap;
+    int type;       /* type of the last top-level reply */
+    long long integer;
+    long long errors, nils;
+    char errmsg[256];
+} capture_t;
+
+static char dummy_object;
+#define DUMMY ((void *)&dummy_object)
+
+static void cap_top(const redisReadTask *t, int type) {
+    if (!t->parent) ((capture_t *)t->privdata)->type = type;
+}
+
+static void *on_string(const redisReadTask *t, char *s, size_t len) {
+    capture_t *c = t->privdata;
+    if (t->type == REDIS_REPLY_ERROR) {
+        if (!c->errors) snprintf(c->errmsg, sizeof c->errmsg, "%.*s", (int)(len > 200 ? 200 : len), s);
+        c->errors++;
+    }
+    if (!t->parent) {
+        c->type = t->type;
+        if (c->want_str) {
+            if (c->str_cap < len + 1) {
+                c->str_cap = len + 1;
+                c->str = realloc(c->str, c->str_cap);
+                if (!c->str) die("out of memory");
+            }
+            memcpy(c->str, s, len);
+            c->str[len] = '\0';
+        }
+    }
+    return DUMMY;
+}
+
+static void *on_array(const redisReadTask *t, size_t n) {
+    (void)n;
+    cap_top(t, t->type);
+    return DUMMY;
+}
+
+static void *on_integer(const redisReadTask *t, long long v) {
+    if (!t->parent) ((capture_t *)t->privdata)->integer = v;
+    cap_top(t, REDIS_REPLY_INTEGER);
+    return DUMMY;
+}
+
+static void *on_double(const redisReadTask *t, double d, char *s, size_t len) {
+    (void)d, (void)s, (void)len;
+    cap_top(t, REDIS_REPLY_DOUBLE);
+    return DUMMY;
+}
+
+static void *on_nil(const redisReadTask *t) {
+    if (!t->parent) ((capture_t *)t->privdata)->nils++;
+    cap_top(t, REDIS_REPLY_NIL);
+    return DUMMY;
+}
+
+static void *on_bool(const redisReadTask *t, int v) {
+    (void)v;
+    cap_top(t, REDIS_REPLY_BOOL);
+    return DUMMY;
+}
+
+static void on_free(void *o) { (void)o; }
+
+static redisReplyObjectFunctions no_objects = {on_string, on_array, on_integer, on_double, on_nil, on_bool, on_free};
+
+/* ---------- connections ---------- */
+
+typedef struct {
+    redisContext *ctx;
+    int fd;
+    redisReader *rd;
+    capture_t cap;
+    buf_t out;
+    long long pending;   /* replies still to come for the current batch */
+    double t_sent;       /* when the current batch was sent */
+    int units;           /* operations in the current batch */
+    int want_out;        /* EPOLLOUT registered */
+    int done;
+} conn_t;
+
+static const char *g_host = "127.0.0.1";
+static int g_port = 6379;
+
+static void conn_open(conn_t *c) {
+    memset(c, 0, sizeof *c);
+    c->ctx = redisConnect(g_host, g_port);
+    if (!c->ctx || c->ctx->err) die("cannot connect to %s:%d: %s", g_host, g_port, c->ctx ? c->ctx->errstr : "?");
+    c->fd = c->ctx->fd;
+    int fl = fcntl(c->fd, F_GETFL);
+    fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+    c->rd = redisReaderCreateWithFunctions(&no_objects);
+    if (!c->rd) die("out of memory");
+    c->rd->privdata = &c->cap;
+}
+
+static void conn_close(conn_t *c) {
+    redisReaderFree(c->rd);
+    redisFree(c->ctx); /* closes the socket */
+    free(c->out.p);
+    free(c->cap.str);
+}
+
+/* Writes what the socket takes now. Returns 0, or -1 when the peer is gone. */
+static int conn_flush(conn_t *c) {
+    while (buf_pending(&c->out)) {
+        ssize_t w = write(c->fd, c->out.p + c->out.off, buf_pending(&c->out));
+        if (w > 0) {
+            c->out.off += w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        return -1;
+    }
+    c->out.off = c->out.len = 0;
+    return 0;
+}
+
+/* Reads what the socket holds now (one read). Returns bytes, 0 when nothing
+ * was there, dies when the server closed the connection. */
+static ssize_t conn_fill(conn_t *c) {
+    char tmp[16384];
+    for (;;) {
+        ssize_t r = read(c->fd, tmp, sizeof tmp);
+        if (r > 0) {
+            if (redisReaderFeed(c->rd, tmp, r) != REDIS_OK) die("reader: %s", c->rd->errstr);
+            return r;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        die("server closed the connection (%s)", r == 0 ? "EOF" : strerror(errno));
+    }
+}
+
+/* 1 when a whole reply was taken from the reader's buffer. */
+static int conn_reply(conn_t *c) {
+    void *reply;
+    if (redisReaderGetReply(c->rd, &reply) != REDIS_OK) die("protocol error: %s", c->rd->errstr);
+    return reply != NULL;
+}
+
+static void wait_fd(int fd, short events) {
+    struct pollfd p = {.fd = fd, .events = events};
+    if (poll(&p, 1, 30000) == 0) die("server did not answer within 30 s");
+}
+
+/* Sends everything buffered and waits for n replies; the last one's string
+ * is kept in cap.str when it is a string. */
+static void conn_sync(conn_t *c, int n) {
+    int got = 0;
+    while (buf_pending(&c->out)) {
+        if (conn_flush(c) < 0) die("write failed: %s", strerror(errno));
+        if (buf_pending(&c->out)) wait_fd(c->fd, POLLOUT | POLLIN);
+    }
+    c->cap.want_str = 1;
+    while (got < n) {
+        while (got < n && conn_reply(c)) got++;
+        if (got < n && conn_fill(c) == 0) wait_fd(c->fd, POLLIN);
+    }
+    c->cap.want_str = 0;
+}
+
+/* A numeric field of an INFO reply, or NAN. */
+static double info_field(const char *info, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = info; p && *p; p = strchr(p, '\n')) {
+        if (*p == '\n') p++;
+        if (!strncmp(p, name, n) && p[n] == ':') return strtod(p + n + 1, NULL);
+    }
+    return NAN;
+}
+
+typedef struct {
+    double used_memory, rss, cpu;
+} info_t;
+
+static info_t parse_info(const char *s) {
+    info_t i;
+    i.used_memory = info_field(s, "used_memory");
+    i.rss = info_field(s, "used_memory_rss");
+    i.cpu = info_field(s, "used_cpu_user") + info_field(s, "used_cpu_sys");
+    return i;
+}
+
+static void put_info(buf_t *b) {
+    put_argc(b, 3);
+    put_str(b, "INFO");
+    put_str(b, "memory");
+    put_str(b, "cpu");
+}
+
+static info_t conn_info(conn_t *c) {
+    put_info(&c->out);
+    conn_sync(c, 1);
+    if (c->cap.type != REDIS_REPLY_STRING && c->cap.type != REDIS_REPLY_VERB) die("INFO failed: %s", c->cap.errmsg);
+    return parse_info(c->cap.str);
+}
+
+static void check_errors(conn_t *c, const char *what) {
+    if (c->cap.errors) die("%s: %lld error replies, first: %s", what, c->cap.errors, c->cap.errmsg);
+}
+
+/* ---------- options ---------- */
+
+typedef struct {
+    const char *mode, *key, *csv, *type, *order, *op;
+    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed;
+    double seconds, warmup;
+} opts_t;
+
+static opts_t O = {
+    .key = NULL, .type = "set", .order = "seq", .op = "zscore",
+    .n = 1000000, .pipeline = 1, .sample = 0, .keys = 1000, .min = 10, .max = 128, .mlen = 0,
+    .conns = 50, .offset = 0, .score_max = 1000000000LL, .seed = 1, .seconds = 3, .warmup = 0.5,
+};
+
+/* ---------- zadd1: one key, one member per ZADD, streamed ---------- */
+
+typedef struct {
+    rng_t rng;
+    int seq, mlen;
+    const char *key;
+} zadd1_t;
+
+static void gen_zadd1(buf_t *b, zadd1_t *g, long long i) {
+    put_argc(b, 4);
+    put_arg(b, "ZADD", 4);
+    put_str(b, g->key);
+    put_ll(b, g->seq ? i : (long long)rng_below(&g->rng, O.score_max));
+    if (g->mlen) {
+        char m[256];
+        rng_alnum(&g->rng, m, g->mlen);
+        put_arg(b, m, g->mlen);
+    } else {
+        put_prefixed(b, "m:", i);
+    }
+}
+
+static int mode_zadd1(void) {
+    zadd1_t g = {.rng = {O.seed * 0x2545F4914F6CDD1DULL + 7}, .seq = !strcmp(O.order, "seq"), .mlen = (int)O.mlen,
+                 .key = O.key ? O.key : "z"};
+    if (O.mlen < 0 || O.mlen > 255) die("--mlen must be 0..255");
+    if (O.pipeline < 1) die("--pipeline must be at least 1");
+    FILE *csv = NULL;
+    if (O.sample > 0) {
+        if (!O.csv) die("--sample needs --csv");
+        csv = fopen(O.csv, "w");
+        if (!csv) die("cannot write %s", O.csv);
+        fprintf(csv, "inserts,elapsed_s,used_memory,used_memory_rss,interval_s,interval_rate,cpu_s\n");
+    }
+    conn_t c;
+    conn_open(&c);
+    info_t base = conn_info(&c);
+    if (csv) fprintf(csv, "0,0.000000,%.0f,%.0f,0,0,0\n", base.used_memory, base.rss);
+
+    /* Reply numbers of the INFO commands riding in the stream. */
+    long long nmark = O.sample > 0 ? O.n / O.sample + 2 : 1;
+    long long *mark_reply = calloc(nmark, sizeof *mark_reply), *mark_ins = calloc(nmark, sizeof *mark_ins);
+    long long mhead = 0, mtail = 0;
+    long long sent_cmds = 0, replies = 0, inserted = 0;
+    long long prev_ins = 0;
+    double t0 = now_s(), prev_t = t0, min_rate = 0;
+    const size_t HIGH = 64 * 1024;
+
+    while (inserted < O.n) {
+        long long end = inserted + O.pipeline < O.n ? inserted + O.pipeline : O.n;
+        long long i = inserted;
+        while (i < end || replies < sent_cmds) {
+            while (i < end && buf_pending(&c.out) < HIGH) {
+                gen_zadd1(&c.out, &g, i);
+                sent_cmds++;
+                i++;
+                if (O.sample > 0 && i % O.sample == 0) {
+                    put_info(&c.out);
+                    mark_reply[mtail] = sent_cmds;
+                    mark_ins[mtail++] = i;
+                    sent_cmds++;
+                }
+            }
+            if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
+            int progressed = 0;
+            for (;;) {
+                c.cap.want_str = mhead < mtail && replies == mark_reply[mhead];
+                if (!conn_reply(&c)) break;
+                progressed = 1;
+                if (c.cap.want_str) {
+                    double t = now_s();
+                    if (c.cap.type != REDIS_REPLY_STRING && c.cap.type != REDIS_REPLY_VERB) die("INFO failed");
+                    info_t in = parse_info(c.cap.str);
+                    long long ins = mark_ins[mhead++];
+                    double rate = (ins - prev_ins) / (t - prev_t);
+                    fprintf(csv, "%lld,%.6f,%.0f,%.0f,%.6f,%.1f,%.6f\n", ins, t - t0, in.used_memory, in.rss, t - prev_t,
+                            rate, in.cpu - base.cpu);
+                    fflush(csv);
+                    if (min_rate == 0 || rate < min_rate) min_rate = rate;
+                    prev_ins = ins;
+                    prev_t = t;
+                }
+                replies++;
+            }
+            c.cap.want_str = 0;
+            if (progressed) continue;
+            if (conn_fill(&c) == 0) wait_fd(c.fd, POLLIN | (buf_pending(&c.out) ? POLLOUT : 0));
+        }
+        inserted = end;
+    }
+    double elapsed = now_s() - t0;
+    check_errors(&c, "ZADD");
+    info_t fin = conn_info(&c);
+    printf("{\"inserts\": %lld, \"elapsed_s\": %.6f, \"rate\": %.1f, \"used_memory_before\": %.0f, "
+           "\"used_memory\": %.0f, \"used_memory_rss\": %.0f, \"cpu_s\": %.6f}\n",
+           O.n, elapsed, O.n / elapsed, base.used_memory, fin.used_memory, fin.rss, fin.cpu - base.cpu);
+    if (csv) fclose(csv);
+    free(mark_reply);
+    free(mark_ins);
+    conn_close(&c);
+    return 0;
+}
+
+/* ---------- w3: MEMORY USAGE after every insert ---------- */
+
+static int mode_w3(void) {
+    enum { SET, HASH, ZSET, ZSET_RAND } type;
+    if (!strcmp(O.type, "set")) type = SET;
+    else if (!strcmp(O.type, "hash")) type = HASH;
+    else if (!strcmp(O.type, "zset")) type = ZSET;
+    else if (!strcmp(O.type, "zset-rand")) type = ZSET_RAND;
+    else die("--type must be set, hash, zset or zset-rand");
+    const char *key = O.key ? O.key : "w3";
+    rng_t names = {O.seed}, scores = {O.seed + 1000};
+    FILE *out = O.csv ? fopen(O.csv, "w") : stdout;
+    if (!out) die("cannot write %s", O.csv);
+    fprintf(out, "n,bytes\n");
+    conn_t c;
+    conn_open(&c);
+    char s[24];
+    for (long long i = 1; i <= O.n; i++) {
+        rng_lower(&names, s, 24);
+        switch (type) {
+        case SET:
+            put_argc(&c.out, 3), put_str(&c.out, "SADD"), put_str(&c.out, key), put_arg(&c.out, s, 24);
+            break;
+        case HASH:
+            put_argc(&c.out, 4), put_str(&c.out, "HSET"), put_str(&c.out, key), put_arg(&c.out, s, 24);
+            put_str(&c.out, "1");
+            break;
+        case ZSET:
+        case ZSET_RAND:
+            put_argc(&c.out, 4), put_str(&c.out, "ZADD"), put_str(&c.out, key);
+            if (type == ZSET) put_str(&c.out, "1");
+            else put_ll(&c.out, (long long)rng_below(&scores, O.score_max));
+            put_arg(&c.out, s, 24);
+            break;
+        }
+        put_argc(&c.out, 5), put_str(&c.out, "MEMORY"), put_str(&c.out, "USAGE"), put_str(&c.out, key);
+        put_str(&c.out, "SAMPLES"), put_str(&c.out, "0");
+        conn_sync(&c, 2);
+        if (c.cap.type != REDIS_REPLY_INTEGER) die("MEMORY USAGE failed: %s", c.cap.errmsg);
+        fprintf(out, "%lld,%lld\n", i, c.cap.integer);
+    }
+    check_errors(&c, "w3");
+    if (out != stdout) fclose(out);
+    conn_close(&c);
+    return 0;
+}
+
+/* ---------- zsets: many keys, one multi-member ZADD each ---------- */
+
+static int mode_zsets(void) {
+    if (O.min < 1 || O.max < O.min) die("need 1 <= --min <= --max");
+    if (O.mlen < 1 || O.mlen > 255) die("--mlen must be 1..255");
+    rng_t r = {O.seed * 0x9E3779B97F4A7C15ULL + 11};
+    conn_t c;
+    conn_open(&c);
+    info_t base = conn_info(&c);
+    long long members = 0, sent = 0, replies = 0, done = 0;
+    const size_t HIGH = 64 * 1024;
+    long long batch = O.pipeline;
+    double t0 = now_s();
+    char m[256];
+    while (done < O.keys) {
+        long long end = done + batch < O.keys ? done + batch : O.keys;
+        long long k = done;
+        while (k < end || replies < sent) {
+            while (k < end && buf_pending(&c.out) < HIGH) {
+                long long cnt = O.min + (long long)rng_below(&r, O.max - O.min + 1);
+                put_argc(&c.out, 2 + 2 * cnt);
+                put_arg(&c.out, "ZADD", 4);
+                put_prefixed(&c.out, "zk:", k);
+                for (long long j = 0; j < cnt; j++) {
+                    put_ll(&c.out, (long long)rng_below(&r, O.score_max));
+                    rng_alnum(&r, m, O.mlen);
+                    put_arg(&c.out, m, O.mlen);
+                }
+                members += cnt;
+                sent++;
+                k++;
+            }
+            if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
+            int progressed = 0;
+            while (conn_reply(&c)) replies++, progressed = 1;
+            if (progressed) continue;
+            if (conn_fill(&c) == 0) wait_fd(c.fd, POLLIN | (buf_pending(&c.out) ? POLLOUT : 0));
+        }
+        done = end;
+    }
+    double elapsed = now_s() - t0;
+    check_errors(&c, "ZADD");
+    info_t fin = conn_info(&c);
+    printf("{\"keys\": %lld, \"members\": %lld, \"elapsed_s\": %.6f, \"used_memory_before\": %.0f, "
+           "\"used_memory\": %.0f, \"used_memory_rss\": %.0f, \"cpu_s\": %.6f}\n",
+           O.keys, members, elapsed, base.used_memory, fin.used_memory, fin.rss, fin.cpu - base.cpu);
+    conn_close(&c);
+    return 0;
+}
+
+/* ---------- bench: closed-loop throughput and latency ---------- */
+
+/* Latency histogram, log-linear: exact below 64 ns, then 32 buckets per
+ * power of two (about 3% wide). */
+#define HBUCKETS 2048
+static uint64_t hist[HBUCKETS];
+
+static int hist_index(uint64_t ns) {
+    if (ns < 64) return (int)ns;
+    int e = 63 - __builtin_clzll(ns);
+    int idx = 32 * (e - 5) + (int)(ns >> (e - 5));
+    return idx < HBUCKETS ? idx : HBUCKETS - 1;
+}
+
+static double hist_value(int idx) {
+    if (idx < 64) return idx;
+    int e = idx / 32 + 4;
+    double m = idx % 32 + 32;
+    return (m + 0.5) * (double)(1ULL << (e - 5));
+}
+
+static double hist_percentile(double q) {
+    uint64_t total = 0, acc = 0;
+    for (int i = 0; i < HBUCKETS; i++) total += hist[i];
+    if (!total) return 0;
+    uint64_t want = (uint64_t)ceil(q * total);
+    if (want < 1) want = 1;
+    for (int i = 0; i < HBUCKETS; i++) {
+        acc += hist[i];
+        if (acc >= want) return hist_value(i);
+    }
+    return hist_value(HBUCKETS - 1);
+}
+
+enum {
+    OP_ZSCORE, OP_ZRANK, OP_ZREVRANK, OP_ZRANGE10, OP_ZRANGE100, OP_ZRANGEBYSCORE, OP_ZADD, OP_ZINCRBY,
+    OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE,
+};
+
+static const char *op_names[] = {
+    "zscore", "zrank", "zrevrank", "zrange10", "zrange100", "zrangebyscore", "zadd", "zincrby",
+    "churn", "zpopmin", "keys-rangebyscore", NULL,
+};
+
+typedef struct {
+    int op;
+    rng_t rng;
+    const char *key;
+    long long tail; /* next refill member for zpopmin */
+} opgen_t;
+
+/* Appends one operation; returns the number of commands it took. */
+static int gen_op(opgen_t *g, buf_t *b) {
+    long long r = (long long)rng_below(&g->rng, O.n);
+    switch (g->op) {
+    case OP_ZSCORE:
+    case OP_ZRANK:
+    case OP_ZREVRANK:
+        put_argc(b, 3);
+        put_str(b, g->op == OP_ZSCORE ? "ZSCORE" : g->op == OP_ZRANK ? "ZRANK" : "ZREVRANK");
+        put_str(b, g->key);
+        put_prefixed(b, "m:", r);
+        return 1;
+    case OP_ZRANGE10:
+    case OP_ZRANGE100: {
+        long long len = g->op == OP_ZRANGE10 ? 10 : 100;
+        long long start = (long long)rng_below(&g->rng, O.n > len ? O.n - len + 1 : 1);
+        put_argc(b, 4), put_str(b, "ZRANGE"), put_str(b, g->key);
+        put_ll(b, start), put_ll(b, start + len - 1);
+        return 1;
+    }
+    case OP_ZRANGEBYSCORE:
+        put_argc(b, 7), put_str(b, "ZRANGEBYSCORE"), put_str(b, g->key);
+        put_ll(b, (long long)rng_below(&g->rng, O.score_max)), put_str(b, "+inf");
+        put_str(b, "LIMIT"), put_str(b, "0"), put_str(b, "10");
+        return 1;
+    case OP_ZADD:
+        put_argc(b, 4), put_str(b, "ZADD"), put_str(b, g->key);
+        put_ll(b, (long long)rng_below(&g->rng, O.score_max)), put_prefixed(b, "m:", r);
+        return 1;
+    case OP_ZINCRBY:
+        put_argc(b, 4), put_str(b, "ZINCRBY"), put_str(b, g->key), put_str(b, "1"), put_prefixed(b, "m:", r);
+        return 1;
+    case OP_CHURN: /* take a member out and put it back with a new score */
+        put_argc(b, 3), put_str(b, "ZREM"), put_str(b, g->key), put_prefixed(b, "m:", r);
+        put_argc(b, 4), put_str(b, "ZADD"), put_str(b, g->key);
+        put_ll(b, (long long)rng_below(&g->rng, O.score_max)), put_prefixed(b, "m:", r);
+        return 2;
+    case OP_ZPOPMIN: /* a queue: pop the lowest, push a new highest */
+        put_argc(b, 2), put_str(b, "ZPOPMIN"), put_str(b, g->key);
+        put_argc(b, 4), put_str(b, "ZADD"), put_str(b, g->key);
+        put_ll(b, O.score_max + g->tail), put_prefixed(b, "m:", g->tail);
+        g->tail++;
+        return 2;
+    case OP_KEYS_RANGEBYSCORE: { /* W4: a window of 1/8 of the score range on a random key */
+        long long lo = (long long)rng_below(&g->rng, O.score_max);
+        put_argc(b, 4), put_str(b, "ZRANGEBYSCORE");
+        put_prefixed(b, "zk:", (long long)rng_below(&g->rng, O.keys));
+        put_ll(b, lo), put_ll(b, lo + O.score_max / 8);
+        return 1;
+    }
+    }
+    die("bad op");
+    return 0;
+}
+
+static void issue_batch(conn_t *c, opgen_t *g, int ep) {
+    long long cmds = 0;
+    for (long long k = 0; k < O.pipeline; k++) cmds += gen_op(g, &c->out);
+    c->pending = cmds;
+    c->units = (int)O.pipeline;
+    c->t_sent = now_s();
+    if (conn_flush(c) < 0) die("write failed: %s", strerror(errno));
+    int want = buf_pending(&c->out) > 0;
+    if (want != c->want_out) {
+        struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->want_out = want;
+    }
+}
+
+static int mode_bench(void) {
+    int op = -1;
+    for (int i = 0; op_names[i]; i++)
+        if (!strcmp(O.op, op_names[i])) op = i;
+    if (op < 0) die("unknown --op %s", O.op);
+    if (O.conns < 1 || O.pipeline < 1) die("--conns and --pipeline must be at least 1");
+    conn_t ctl;
+    conn_open(&ctl);
+    conn_t *cs = calloc(O.conns, sizeof *cs);
+    opgen_t *gs = calloc(O.conns, sizeof *gs);
+    int ep = epoll_create1(0);
+    for (int i = 0; i < O.conns; i++) {
+        conn_open(&cs[i]);
+        gs[i].op = op;
+        gs[i].rng.s = (O.seed << 20) + 977 * i + 1;
+        gs[i].key = O.key ? O.key : "z";
+        /* refill members: disjoint per connection and per run (--offset) */
+        gs[i].tail = O.n + O.offset + (long long)i * 1000000000LL;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
+        epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+    }
+    double t_start = now_s();
+    double m_start = t_start + O.warmup, m_end = m_start + O.seconds;
+    int measuring = 0, stopping = 0, active = (int)O.conns;
+    uint64_t ops = 0;
+    info_t cpu0 = {0}, cpu1 = {0};
+    if (O.warmup <= 0) {
+        cpu0 = conn_info(&ctl);
+        m_start = now_s();
+        m_end = m_start + O.seconds;
+        measuring = 1;
+    }
+    for (int i = 0; i < O.conns; i++) issue_batch(&cs[i], &gs[i], ep);
+    struct epoll_event evs[256];
+    double t_stop_deadline = 0;
+    while (active > 0) {
+        int n = epoll_wait(ep, evs, 256, 100);
+        if (n < 0 && errno != EINTR) die("epoll_wait: %s", strerror(errno));
+        double t = now_s();
+        if (!measuring && !stopping && t >= m_start) {
+            cpu0 = conn_info(&ctl);
+            m_start = now_s();
+            m_end = m_start + O.seconds;
+            measuring = 1;
+            t = now_s();
+        }
+        if (measuring && t >= m_end) {
+            cpu1 = conn_info(&ctl);
+            measuring = 0;
+            stopping = 1;
+            t_stop_deadline = now_s() + 30;
+            t = now_s();
+        }
+        if (stopping && t > t_stop_deadline) die("replies still missing 30 s after the end");
+        for (int e = 0; e < n; e++) {
+            conn_t *c = evs[e].data.ptr;
+            if (c->done) continue;
+            if (evs[e].events & EPOLLOUT) {
+                if (conn_flush(c) < 0) die("write failed: %s", strerror(errno));
+                if (!buf_pending(&c->out) && c->want_out) {
+                    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                    epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+                    c->want_out = 0;
+                }
+            }
+            if (!(evs[e].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) continue;
+            conn_fill(c);
+            while (c->pending > 0 && conn_reply(c)) {
+                if (--c->pending) continue;
+                /* the whole batch is back */
+                double t2 = now_s();
+                if (measuring && t2 <= m_end) {
+                    uint64_t ns = (uint64_t)((t2 - c->t_sent) * 1e9);
+                    hist[hist_index(ns)] += c->units;
+                    ops += c->units;
+                }
+                if (stopping) {
+                    c->done = 1;
+                    active--;
+                } else {
+                    issue_batch(c, &gs[c - cs], ep);
+                }
+            }
+        }
+    }
+    long long errors = 0, nils = 0;
+    const char *errmsg = "";
+    for (int i = 0; i < O.conns; i++) {
+        errors += cs[i].cap.errors;
+        nils += cs[i].cap.nils;
+        if (cs[i].cap.errors && !*errmsg) errmsg = cs[i].cap.errmsg;
+    }
+    if (errors) die("%s: %lld error replies, first: %s", O.op, errors, errmsg);
+    double cpu = cpu1.cpu - cpu0.cpu;
+    printf("{\"op\": \"%s\", \"conns\": %lld, \"pipeline\": %lld, \"seconds\": %.6f, \"ops\": %llu, "
+           "\"ops_per_sec\": %.1f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, \"cpu_s\": %.6f, "
+           "\"cpu_us_per_op\": %.4f, \"server_util\": %.3f, \"nils\": %lld}\n",
+           O.op, O.conns, O.pipeline, O.seconds, (unsigned long long)ops, ops / O.seconds,
+           hist_percentile(0.50) / 1e3, hist_percentile(0.99) / 1e3, hist_percentile(0.999) / 1e3, cpu,
+           ops ? cpu * 1e6 / ops : 0, cpu / O.seconds, nils);
+    for (int i = 0; i < O.conns; i++) conn_close(&cs[i]);
+    conn_close(&ctl);
+    close(ep);
+    free(cs);
+    free(gs);
+    return 0;
+}
+
+/* ---------- main ---------- */
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: zload MODE [options]\n"
+            "  modes: zadd1 | w3 | zsets | bench   (see the comment at the top of zload.c)\n"
+            "  --host H --port P --key K --n N --pipeline P --sample S --csv FILE\n"
+            "  --type set|hash|zset|zset-rand --order seq|rand --mlen L --score-max M --seed S\n"
+            "  --keys K --min A --max B --op OP --conns C --seconds T --warmup W --offset O\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    static struct option longopts[] = {
+        {"host", 1, 0, 'h'},  {"port", 1, 0, 'p'},   {"key", 1, 0, 'k'},      {"n", 1, 0, 'n'},
+        {"pipeline", 1, 0, 'P'}, {"sample", 1, 0, 's'}, {"csv", 1, 0, 'c'},   {"type", 1, 0, 't'},
+        {"order", 1, 0, 'o'}, {"mlen", 1, 0, 'l'},   {"score-max", 1, 0, 'M'}, {"seed", 1, 0, 'S'},
+        {"keys", 1, 0, 'K'},  {"min", 1, 0, 'a'},    {"max", 1, 0, 'b'},       {"op", 1, 0, 'O'},
+        {"conns", 1, 0, 'C'}, {"seconds", 1, 0, 'T'}, {"warmup", 1, 0, 'W'},   {"offset", 1, 0, 'f'},
+        {0, 0, 0, 0},
+    };
+    if (argc < 2 || argv[1][0] == '-') usage();
+    O.mode = argv[1];
+    optind = 2;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': g_host = optarg; break;
+        case 'p': g_port = atoi(optarg); break;
+        case 'k': O.key = optarg; break;
+        case 'n': O.n = atoll(optarg); break;
+        case 'P': O.pipeline = atoll(optarg); break;
+        case 's': O.sample = atoll(optarg); break;
+        case 'c': O.csv = optarg; break;
+        case 't': O.type = optarg; break;
+        case 'o': O.order = optarg; break;
+        case 'l': O.mlen = atoll(optarg); break;
+        case 'M': O.score_max = atoll(optarg); break;
+        case 'S': O.seed = atoll(optarg); break;
+        case 'K': O.keys = atoll(optarg); break;
+        case 'a': O.min = atoll(optarg); break;
+        case 'b': O.max = atoll(optarg); break;
+        case 'O': O.op = optarg; break;
+        case 'C': O.conns = atoll(optarg); break;
+        case 'T': O.seconds = atof(optarg); break;
+        case 'W': O.warmup = atof(optarg); break;
+        case 'f': O.offset = atoll(optarg); break;
+        default: usage();
+        }
+    }
+    if (optind != argc) usage();
+    if (!strcmp(O.mode, "zadd1")) return mode_zadd1();
+    if (!strcmp(O.mode, "w3")) return mode_w3();
+    if (!strcmp(O.mode, "zsets")) return mode_zsets();
+    if (!strcmp(O.mode, "bench")) return mode_bench();
+    usage();
+    return 2;
+}
