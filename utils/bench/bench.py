@@ -21,6 +21,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -425,6 +426,7 @@ class Bench:
         self.pin = (os.cpu_count() or 1) >= 2
         self.results = Results()
         self.timings = {}
+        self.interference = {}  # workload -> CPUs other processes used on average
         self.notes = []
         self.tool = BUILD / "upstream" / "src" / "valkey-benchmark"
         if not os.access(self.tool, os.X_OK):
@@ -679,6 +681,8 @@ class Bench:
 
     def run(self):
         t_all = time.time()
+        self.monitor = Interference()
+        self.monitor.start()
         log(f"bench {self.size}: results in {self.out}")
         log("servers: " + ", ".join(f"{s.name}={s.origin}" for s in self.servers))
         if not self.pin:
@@ -689,13 +693,16 @@ class Bench:
             busy = cpu_busy()
             log(f"{w} ... (CPUs {busy:.0%} busy before it starts)")
             if busy > 0.15:
-                self.notes.append(f"{w}: the machine was {busy:.0%} busy with other work when it started; "
-                                  "its throughput figures are not trustworthy.")
                 log(f"warning: the machine is {busy:.0%} busy with other work; throughput figures will be noisy")
-            t0 = time.time()
+            t0, o0 = time.time(), self.monitor.cpu_seconds()
             fn()
             self.timings[w] = time.time() - t0
-            log(f"{w} done in {self.timings[w]:.0f} s")
+            other = (self.monitor.cpu_seconds() - o0) / self.timings[w]
+            self.interference[w] = other
+            log(f"{w} done in {self.timings[w]:.0f} s; other processes used {other:.2f} CPUs meanwhile")
+            if other > 0.1:
+                self.notes.append(f"{w}: other processes on the machine used {other:.2f} CPUs on average while it "
+                                  f"ran (of {os.cpu_count()}); its throughput and latency figures are disturbed.")
         self.timings["total"] = time.time() - t_all
         self.report()
         log(f"\nwall time {self.timings['total']:.0f} s; results in {self.out}")
@@ -895,6 +902,9 @@ class Bench:
         tot = self.timings.get("total", 0)
         L.append("- Wall time: " + ", ".join(f"{w} {t / 60:.1f} min" for w, t in self.timings.items()
                                              if w != "total") + f"; total {tot / 60:.1f} min")
+        if self.interference:
+            L.append("- Other processes on the machine during the run (average CPUs busy): "
+                     + ", ".join(f"{w} {v:.2f}" for w, v in self.interference.items()))
         L.append("")
         head = [k for k in HEADLINES if k in self.results.figures]
         if head:
@@ -1041,6 +1051,65 @@ def human(n):
     if n >= 1000 and n % 100 == 0:
         return f"{n / 1e3:g}k"
     return f"{n:,}"
+
+
+class Interference(threading.Thread):
+    """Measures the CPU time that processes other than this run (bench.py and its children:
+    servers, clients) take while the run goes on: on this shared machine it is what makes a
+    throughput figure untrustworthy. Sampled every second from /proc."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.me = os.getpid()
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.lock = threading.Lock()
+        self.other = 0.0          # CPU seconds used by others so far
+        self.stop_evt = threading.Event()
+
+    @staticmethod
+    def _busy():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v[:8]) - v[3] - v[4]
+
+    def _ours(self):
+        procs = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            rest = st[st.rindex(")") + 2:].split()
+            procs[int(d)] = (int(rest[1]), int(rest[11]) + int(rest[12]))   # ppid, utime + stime
+        ours, todo = {}, [self.me]
+        children = {}
+        for pid, (ppid, _) in procs.items():
+            children.setdefault(ppid, []).append(pid)
+        while todo:
+            pid = todo.pop()
+            if pid in procs:
+                ours[pid] = procs[pid][1]
+                todo.extend(children.get(pid, []))
+        return ours
+
+    def run(self):
+        try:
+            busy0, ours0 = self._busy(), self._ours()
+            while not self.stop_evt.wait(1.0):
+                busy1, ours1 = self._busy(), self._ours()
+                mine = sum(t - ours0.get(pid, 0) for pid, t in ours1.items())
+                with self.lock:
+                    self.other += max(0, busy1 - busy0 - mine) / self.tick
+                busy0, ours0 = busy1, ours1
+        except (OSError, ValueError, IndexError):
+            return
+
+    def cpu_seconds(self):
+        with self.lock:
+            return self.other
 
 
 def scaled(size, published):
