@@ -1,0 +1,221 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Sorted sets past their listpack, as the server sees them.
+ *
+ * A big sorted set is an robj of type OBJ_ZSET, encoding OBJ_ENCODING_BTREE,
+ * whose ptr is the engine's tree (zbtree.c) and nothing else: the tree holds
+ * the members and scores packed in its leaves and finds members through its
+ * own index, so there is no dict or hashtable beside it.
+ *
+ *   robj { type OBJ_ZSET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt
+ *
+ * What lives here is what t_zset.c, rdb.c and their neighbours need around
+ * the engine's API: building a tree from a listpack or from loaded entries,
+ * copying one, turning upstream's lex range spec into the engine's, random
+ * members. The engine's own calls (zbtInsert, zbtRank, cursors, ...) are
+ * made where upstream made the skiplist's.
+ */
+
+#include "server.h"
+#include "mt19937-64.h"
+
+#include <math.h>
+
+/* Presizing the member index past this gains little (it grows a segment at
+ * a time, without a stall) and would let a corrupt RDB length allocate. */
+#define ZSET_BTREE_PRESIZE_MAX (1 << 20)
+
+robj *createZsetBtreeObject(size_t expected) {
+    if (expected > ZSET_BTREE_PRESIZE_MAX) expected = ZSET_BTREE_PRESIZE_MAX;
+    robj *o = createObject(OBJ_ZSET, zbtCreate(expected));
+    o->encoding = OBJ_ENCODING_BTREE;
+    return o;
+}
+
+/* Adds an entry of a sorted input (ascending or descending): appended in
+ * O(1) at the end the input runs to, inserted when it is out of order.
+ * Returns ZBT_OK, or ZBT_ERR_DUP / ZBT_ERR_NAN for input that is no set. */
+int zsetBtreeAdd(zbt *t, double score, const unsigned char *m, size_t len) {
+    int ret = zbtAppend(t, score, m, len);
+    if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, score, m, len);
+    return ret;
+}
+
+/* Builds the tree of a listpack-encoded set and frees the listpack; or,
+ * when the listpack is no set (a duplicate member, a NaN score: only a
+ * corrupt payload holds them), returns NULL and leaves it as it is. */
+zbt *zsetBtreeFromListpack(unsigned char *zl, size_t cap) {
+    zbt *t = zbtCreate(cap > ZSET_BTREE_PRESIZE_MAX ? ZSET_BTREE_PRESIZE_MAX : cap);
+    unsigned char *eptr = lpSeek(zl, 0), *sptr;
+    while (eptr != NULL) {
+        sptr = lpNext(zl, eptr);
+        serverAssert(sptr != NULL);
+        unsigned char buf[LONG_STR_SIZE];
+        unsigned int vlen;
+        long long vlong;
+        unsigned char *vstr = lpGetValue(eptr, &vlen, &vlong);
+        if (vstr == NULL) {
+            vlen = ll2string((char *)buf, sizeof(buf), vlong);
+            vstr = buf;
+        }
+        if (zsetBtreeAdd(t, zzlGetScore(sptr), vstr, vlen) != ZBT_OK) {
+            zbtFree(t);
+            return NULL;
+        }
+        eptr = lpNext(zl, sptr);
+    }
+    zbtAppendDone(t);
+    zfree(zl);
+    return t;
+}
+
+/* Converts a listpack-encoded set just loaded (RDB, RESTORE) to a tree.
+ * Returns C_ERR, the object unchanged, when the listpack is no set. */
+int zsetConvertFromLoadedListpack(robj *o) {
+    zbt *t = zsetBtreeFromListpack(o->ptr, zsetLength(o));
+    if (t == NULL) return C_ERR;
+    o->ptr = t;
+    o->encoding = OBJ_ENCODING_BTREE;
+    return C_OK;
+}
+
+zbt *zsetBtreeDup(zbt *t) {
+    zbt *copy = zbtCreate(zbtLength(t));
+    zbtCursor *cur = zmalloc(sizeof(*cur));
+    for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
+        serverAssert(zsetBtreeAdd(copy, cur->score, cur->member, cur->len) == ZBT_OK);
+    zfree(cur);
+    zbtAppendDone(copy);
+    return copy;
+}
+
+/* Upstream's lex bounds are sds strings, or shared.minstring/maxstring for
+ * - and +; the engine's are byte ranges with an infinity flag. */
+static zbtLexBound lexBound(sds s, int ex) {
+    zbtLexBound b = {.s = NULL, .len = 0, .inf = 0, .ex = ex};
+    if (s == shared.minstring) {
+        b.inf = -1;
+    } else if (s == shared.maxstring) {
+        b.inf = 1;
+    } else {
+        b.s = (const unsigned char *)s;
+        b.len = sdslen(s);
+    }
+    return b;
+}
+
+zbtLexRange zsetBtreeLexRange(const zlexrangespec *spec) {
+    zbtLexRange r = {.min = lexBound(spec->min, spec->minex), .max = lexBound(spec->max, spec->maxex)};
+    return r;
+}
+
+/* A member picked uniformly: the entry at a random rank. The member's bytes
+ * stay valid until the next write to the tree. */
+void zsetBtreeRandomEntry(zbt *t, listpackEntry *key, double *score) {
+    zbtCursor *cur = zmalloc(sizeof(*cur));
+    serverAssert(zbtAtRank(t, genrand64_int64() % zbtLength(t), cur));
+    key->sval = (unsigned char *)cur->member;
+    key->slen = cur->len;
+    if (score) *score = cur->score;
+    zfree(cur);
+}
+
+/* The longest member's length, adding every member's to *totallen. */
+size_t zsetBtreeMaxMemberLength(zbt *t, size_t *totallen) {
+    size_t maxlen = 0;
+    zbtCursor *cur = zmalloc(sizeof(*cur));
+    for (int more = zbtFirst(t, cur); more; more = zbtNext(cur)) {
+        if (cur->len > maxlen) maxlen = cur->len;
+        if (totallen) *totallen += cur->len;
+    }
+    zfree(cur);
+    return maxlen;
+}
+
+/* ZSCAN: members in the order of their hashes, so that a cursor stays valid
+ * while the set grows and shrinks (the guarantee SCAN gives). Members, and
+ * scores unless only_keys, go to `out` as new sds strings. */
+typedef struct scanTarget {
+    sds pattern;
+    int only_keys;
+    list *out;
+} scanTarget;
+
+static void scanEmit(void *privdata, const unsigned char *m, size_t len, double score) {
+    scanTarget *st = privdata;
+    if (st->pattern && !stringmatchlen(st->pattern, sdslen(st->pattern), (const char *)m, len, 0)) return;
+    listAddNodeTail(st->out, sdsnewlen(m, len));
+    if (!st->only_keys) {
+        char buf[MAX_LONG_DOUBLE_CHARS];
+        int slen = ld2string(buf, sizeof(buf), score, LD_STR_AUTO);
+        listAddNodeTail(st->out, sdsnewlen(buf, slen));
+    }
+}
+
+unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, sds pattern, int only_keys, list *out) {
+    scanTarget st = {.pattern = pattern, .only_keys = only_keys, .out = out};
+    return zbtScan(t, cursor, count > 0 ? (size_t)count : 1, scanEmit, &st);
+}
+
+/* Moves a module's range iterator one entry forwards or backwards, staying
+ * where it is when that entry is missing or outside the range (score range
+ * when byscore, else lex range). Returns 0 when it did not move. */
+int zsetBtreeCursorStep(zbtCursor *cur, int forward, int byscore, zrangespec *rs, zlexrangespec *lrs) {
+    if (!(forward ? zbtNext(cur) : zbtPrev(cur))) return 0;
+    int inside;
+    if (byscore) {
+        inside = zbtScoreInRange(cur->score, rs);
+    } else {
+        zbtLexRange lr = zsetBtreeLexRange(lrs);
+        inside = zbtLexInRange(cur->member, cur->len, &lr);
+    }
+    if (!inside) forward ? zbtPrev(cur) : zbtNext(cur);
+    return inside;
+}
+
+/* Deep sanitization of a loaded zset listpack: every score a number and the
+ * (score, member) pairs strictly ascending, which also rules out duplicate
+ * members next to each other. (Duplicates apart are found by the caller's
+ * check.) */
+int zsetListpackIsOrdered(unsigned char *zl) {
+    unsigned char prevbuf[LONG_STR_SIZE], buf[LONG_STR_SIZE];
+    unsigned char *prev = NULL;
+    unsigned int prevlen = 0;
+    double prevscore = 0;
+    unsigned char *eptr = lpSeek(zl, 0);
+    while (eptr != NULL) {
+        unsigned char *sptr = lpNext(zl, eptr);
+        if (sptr == NULL) return 0;
+        double score = zzlGetScore(sptr);
+        if (isnan(score)) return 0;
+        unsigned int vlen;
+        long long vlong;
+        unsigned char *vstr = lpGetValue(eptr, &vlen, &vlong);
+        if (vstr == NULL) {
+            vlen = ll2string((char *)buf, sizeof(buf), vlong);
+            vstr = buf;
+        }
+        if (prev) {
+            int cmp = score < prevscore ? -1 : score > prevscore;
+            if (cmp == 0) {
+                int m = memcmp(prev, vstr, prevlen < vlen ? prevlen : vlen);
+                cmp = m ? -m : (vlen > prevlen) - (vlen < prevlen);
+            }
+            if (cmp <= 0) return 0;
+        }
+        /* The previous member: a pointer into the listpack, or a copy of
+         * an integer's digits. */
+        if (vstr == buf) {
+            memcpy(prevbuf, buf, vlen);
+            prev = prevbuf;
+        } else {
+            prev = vstr;
+        }
+        prevlen = vlen;
+        prevscore = score;
+        eptr = lpNext(zl, sptr);
+    }
+    return 1;
+}
