@@ -2,7 +2,10 @@
 # with our patches/ and our own files, then built with upstream's Makefile.
 #
 #   make                 build ./src/valkey-server and friends
-#   make test            what CI runs: unit tests, then the Tcl suite (see TEST_ARGS)
+#   make test            what CI runs: unit tests, the Tcl suite (see TEST_ARGS),
+#                        then upstream's module API suite
+#   make test-san        a server built with ASan and UBSan (build/san) through
+#                        the sorted-set, geo, dump and rdb tests
 #   make test-unit       our cmocka tests (also under ASan and UBSan) and
 #                        upstream's valkey-unit-tests
 #   make fuzz            the engine's differential fuzzer (FUZZ_SECONDS=600)
@@ -27,7 +30,7 @@ JOBS ?= $(shell nproc)
 TEST_ARGS ?= --clients 2 --no-latency --skipfile tests/ci-skip.txt
 
 .PHONY: all tree deps test-deps upstream patches check-patches test test-unit \
-	test-tcl bench bench-full clean distclean
+	test-tcl test-modules test-san bench bench-full clean distclean
 
 all: tree
 	+$(MAKE) -C $(TREE) -j$(JOBS)
@@ -52,7 +55,7 @@ patches:
 check-patches:
 	@utils/tree.sh check
 
-test: test-unit test-tcl
+test: test-unit test-tcl test-modules
 
 test-unit: all test-deps
 	+$(MAKE) -C $(TREE)/src -j$(JOBS) valkey-unit-tests
@@ -61,6 +64,25 @@ test-unit: all test-deps
 
 test-tcl: all test-deps
 	./runtest $(TEST_ARGS)
+
+# Upstream runs its module API tests apart from the suite (runtest-moduleapi
+# builds the test modules first); they hold the sorted-set range iterators.
+test-modules: all test-deps
+	cd $(TREE) && ./runtest-moduleapi $(subst tests/ci-skip.txt,$(CURDIR)/tests/ci-skip.txt,$(TEST_ARGS))
+
+# The same tree built again with AddressSanitizer and UndefinedBehaviorSanitizer
+# (build/san: a copy of build/valkey, so its links into src/ and tests/ still
+# resolve), then the tests that touch sorted sets most.
+SAN := build/san
+SAN_TESTS := unit/type/zset unit/geo unit/sort unit/dump unit/scan unit/keyspace \
+	integration/rdb integration/corrupt-dump integration/convert-ziplist-zset-on-load
+test-san: all test-deps
+	rm -rf $(SAN) && cp -a $(TREE) $(SAN)
+	+$(MAKE) -C $(SAN) distclean
+	+$(MAKE) -C $(SAN) -j$(JOBS) SANITIZER=address \
+		SERVER_CFLAGS='-fsanitize=undefined -fno-sanitize-recover=undefined' \
+		SERVER_LDFLAGS='-fsanitize=undefined'
+	cd $(SAN) && ./runtest --clients 2 --no-latency $(addprefix --single ,$(SAN_TESTS))
 
 bench: all upstream
 	utils/bench/run quick

@@ -191,6 +191,16 @@ struct zbt {
     uint16_t lastOff;
     double lastPrev;
     int appendDir;
+    /* The entry last found or positioned on, valid while foundVersion ==
+     * version: a write usually follows a read of the same member (ZINCRBY,
+     * ZADD of an existing member, ZPOPMIN), and takes it from here rather
+     * than probing the index and scanning the leaf again. The member is
+     * compared before the entry is used. */
+    uint64_t foundVersion, foundHash;
+    zbtLeaf *foundLeaf;
+    uint16_t foundIdx, foundOff;
+    uint8_t foundHashed;
+    double foundPrev;
 };
 
 /* --- Entries --- */
@@ -937,6 +947,41 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     return 0;
 }
 
+static void remember(zbt *t, const pos *p, uint64_t h, int hashed) {
+    t->foundVersion = t->version;
+    t->foundLeaf = p->leaf;
+    t->foundIdx = p->idx;
+    t->foundOff = p->off;
+    t->foundPrev = p->prev;
+    t->foundHash = h;
+    t->foundHashed = (uint8_t)hashed;
+}
+
+/* findMember, starting with the entry remembered last. Sets *h to the
+ * member's hash. */
+static int lookup(zbt *t, const unsigned char *m, size_t len, uint64_t *h, pos *p) {
+    if (t->foundLeaf && t->foundVersion == t->version) {
+        zbtLeaf *l = t->foundLeaf;
+        decode(l->data + t->foundOff, t->foundPrev, &p->it);
+        if (p->it.len == len && memcmp(p->it.m, m, len) == 0) {
+            p->leaf = l;
+            p->idx = t->foundIdx;
+            p->off = t->foundOff;
+            p->prev = t->foundPrev;
+            if (!t->foundHashed) {
+                t->foundHash = memberHash(m, len);
+                t->foundHashed = 1;
+            }
+            *h = t->foundHash;
+            return 1;
+        }
+    }
+    *h = memberHash(m, len);
+    if (!findMember(t, m, len, *h, p)) return 0;
+    remember(t, p, *h, 1);
+    return 1;
+}
+
 static void cursorSet(zbtCursor *c, zbt *t, const pos *p) {
     c->t = t;
     c->leaf = p->leaf;
@@ -958,6 +1003,7 @@ static void cursorAt(zbtCursor *c, zbt *t, zbtLeaf *l, int idx) {
         p.prev = p.it.score;
         p.off += p.it.size;
     }
+    remember(t, &p, 0, 0);
     cursorSet(c, t, &p);
 }
 
@@ -1139,14 +1185,16 @@ size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
     settle(t);
     pos p;
-    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    uint64_t h;
+    if (!lookup(t, m, len, &h, &p)) return 0;
     cursorSet(c, t, &p);
     return 1;
 }
 
 int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score) {
     pos p;
-    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    uint64_t h;
+    if (!lookup(t, m, len, &h, &p)) return 0;
     *score = p.it.score;
     return 1;
 }
@@ -1171,10 +1219,11 @@ int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
 }
 
 int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
-    touch(t);
-    uint64_t h = memberHash(m, len);
+    uint64_t h;
     pos p;
-    if (!findMember(t, m, len, h, &p)) return 0;
+    int found = lookup(t, m, len, &h, &p);
+    touch(t); /* settles counts; entries stay where lookup found them */
+    if (!found) return 0;
     if (score) *score = p.it.score;
     deleteAt(t, &p, h, 0);
     return 1;
@@ -1210,10 +1259,11 @@ static int keepsPlace(const zbt *t, const pos *p, double score) {
 
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
     if (isnan(score)) return ZBT_ERR_NAN;
-    touch(t);
-    uint64_t h = memberHash(m, len);
+    uint64_t h;
     pos p;
-    if (!findMember(t, m, len, h, &p)) return 0;
+    int found = lookup(t, m, len, &h, &p);
+    touch(t); /* settles counts; entries stay where lookup found them */
+    if (!found) return 0;
     if (sameBits(p.it.score, score)) return 1;
 
     zbtLeaf *l = p.leaf;
@@ -1257,7 +1307,8 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank) {
     settle(t);
     pos p;
-    if (!findMember(t, m, len, memberHash(m, len), &p)) return 0;
+    uint64_t h;
+    if (!lookup(t, m, len, &h, &p)) return 0;
     unsigned long r = leafRank(p.leaf) + p.idx;
     *rank = reverse ? t->length - 1 - r : r;
     return 1;
@@ -1322,6 +1373,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
 
     item it = {.score = score, .m = m, .len = (uint32_t)len};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+    t->foundLeaf = NULL; /* appends keep the version (see tailLast) */
     t->appendDir = dir;
     t->length++;
     if (dir > 0) {
