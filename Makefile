@@ -62,7 +62,8 @@ test-unit: all test-deps
 	cd $(TREE)/src && ./valkey-unit-tests
 	+$(MAKE) test-engine test-engine-san
 
-test-tcl: all test-deps
+# The suite runs the reference build next to ours (integration/fork-compat).
+test-tcl: all test-deps upstream
 	./runtest $(TEST_ARGS)
 
 # Upstream runs its module API tests apart from the suite (runtest-moduleapi
