@@ -51,6 +51,7 @@ static int forkzScore(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc)
     if (argc != 7) return ValkeyModule_WrongArity(ctx);
     ValkeyModule_AutoMemory(ctx);
     ValkeyModuleKey *key = ValkeyModule_OpenKey(ctx, argv[1], VALKEYMODULE_READ);
+    if (key == NULL) return ValkeyModule_ReplyWithError(ctx, "ERR no sorted set");
     double min, max;
     long long minex, maxex;
     if (ValkeyModule_StringToDouble(argv[2], &min) != VALKEYMODULE_OK ||
@@ -69,6 +70,7 @@ static int forkzLex(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
     if (argc != 5) return ValkeyModule_WrongArity(ctx);
     ValkeyModule_AutoMemory(ctx);
     ValkeyModuleKey *key = ValkeyModule_OpenKey(ctx, argv[1], VALKEYMODULE_READ);
+    if (key == NULL) return ValkeyModule_ReplyWithError(ctx, "ERR no sorted set");
     int reverse = isReverse(argv[4]);
     int ret = reverse ? ValkeyModule_ZsetLastInLexRange(key, argv[2], argv[3])
                       : ValkeyModule_ZsetFirstInLexRange(key, argv[2], argv[3]);
