@@ -930,18 +930,65 @@ static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len,
 }
 
 /* Finds the member through the index. */
+/* The member of the entry at q, its score left encoded. Returns the
+ * entry's size. */
+static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
+    uint8_t hdr = q[0], lc = hdr & 31;
+    const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
+    if (lc == LEN_OOL) {
+        uint32_t l32;
+        memcpy(&l32, p, 4);
+        memcpy((void *)m, p + 4, sizeof(void *));
+        *len = l32;
+        return (size_t)(p + 4 + sizeof(void *) - q);
+    }
+    if (lc == LEN_BYTE) lc = *p++;
+    *len = lc;
+    *m = p;
+    return (size_t)(p + lc - q);
+}
+
+/* Members of one length, equal? The last eight bytes first: members of a
+ * set tend to share a prefix ("user:", "m:000") and differ at the end. */
+static inline int sameMember(const unsigned char *a, const unsigned char *b, size_t len) {
+    if (len >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a + len - 8, 8);
+        memcpy(&y, b + len - 8, 8);
+        return x == y && memcmp(a, b, len - 8) == 0;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Finds the member through the index: each leaf the index names for its
+ * hash is scanned by member alone (scores stay encoded), and the entry's
+ * score decoded once it is found. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
     zmiIter iter;
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
         zbtLeaf *l = t->leaves[id];
-        p->leaf = l;
-        p->prev = 0.0;
-        p->off = 0;
-        for (p->idx = 0; p->idx < l->count; p->idx++) {
-            decode(l->data + p->off, p->prev, &p->it);
-            if (p->it.len == len && memcmp(p->it.m, m, len) == 0) return 1;
-            p->prev = p->it.score;
-            p->off += p->it.size;
+        /* The scan reads most of the leaf: ask for all of its cache lines
+         * at once rather than miss on them one after the other. */
+        for (size_t line = 0; line < ZBT_LEAF_BYTES; line += 64) __builtin_prefetch((const char *)l + line);
+        size_t off = 0;
+        for (int idx = 0; idx < l->count; idx++) {
+            const unsigned char *em;
+            size_t elen;
+            size_t size = peekMember(l->data + off, &em, &elen);
+            if (elen == len && sameMember(em, m, len)) {
+                p->leaf = l;
+                p->prev = 0.0;
+                p->off = 0;
+                for (p->idx = 0;; p->idx++) {
+                    decode(l->data + p->off, p->prev, &p->it);
+                    if (p->idx == idx) return 1;
+                    p->prev = p->it.score;
+                    p->off += p->it.size;
+                }
+            }
+            off += size;
         }
     }
     return 0;
