@@ -59,7 +59,8 @@ test-unit: all test-deps
 	cd $(TREE)/src && ./valkey-unit-tests
 	+$(MAKE) test-engine test-engine-san
 
-test-tcl: all test-deps
+# The fork's cluster and fault tests compare with the reference build.
+test-tcl: all test-deps upstream
 	./runtest $(TEST_ARGS)
 
 bench: all upstream
