@@ -7,7 +7,8 @@
 # does on the same input.
 #
 # The BGSAVE case uses the issue's 10M-member set (FORK_FAULTS_BIG changes
-# it); it takes most of the file's time, under two minutes on two cores.
+# it); it takes most of the file's time: under two minutes alone on two
+# cores, three beside another test.
 #
 # Run alone: ./runtest --single integration/fork-faults --tags faults
 
