@@ -62,7 +62,8 @@ test-unit: all test-deps
 	cd $(TREE)/src && ./valkey-unit-tests
 	+$(MAKE) test-engine test-engine-san
 
-# The suite runs the reference build next to ours (integration/fork-compat).
+# The suite runs the reference build next to ours (integration/fork-compat,
+# and the cluster and fault tests compare with it).
 test-tcl: all test-deps upstream
 	./runtest $(TEST_ARGS)
 
