@@ -171,10 +171,12 @@ proc fc_slot_map {} {
     error "no node answers CLUSTER SLOTS"
 }
 
+# Settled: valkey-cli sees every slot covered and the nodes agree, and every
+# node has declared the cluster up (it does so a little later than that).
 proc fc_check_ok {} {
     catch {exec $::fc_cli --cluster check 127.0.0.1:[lindex $::fc_live 0]} out
     expr {[string match {*All 16384 slots covered*} $out] && ![string match {*ERR*} $out] &&
-          ![string match {*WARNING*} $out]}
+          ![string match {*WARNING*} $out] && [fc_all_ok $::fc_live]}
 }
 
 proc fc_primary_of_slot {slot} { lindex [fc_slot_map] $slot }
