@@ -77,7 +77,8 @@ test-modules: all test-deps
 # resolve), then the tests that touch sorted sets most.
 SAN := build/san
 SAN_TESTS := unit/type/zset unit/geo unit/sort unit/dump unit/scan unit/keyspace \
-	integration/rdb integration/corrupt-dump integration/convert-ziplist-zset-on-load
+	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
+	integration/convert-ziplist-zset-on-load
 test-san: all test-deps
 	rm -rf $(SAN) && cp -a $(TREE) $(SAN)
 	+$(MAKE) -C $(SAN) distclean
