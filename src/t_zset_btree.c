@@ -43,6 +43,16 @@ int zsetBtreeAdd(zbt *t, double score, const unsigned char *m, size_t len) {
     return ret;
 }
 
+/* A listpack member as bytes: in the listpack, or an integer's digits
+ * written to buf (LONG_STR_SIZE bytes). */
+static unsigned char *lpMemberBytes(unsigned char *eptr, unsigned char *buf, unsigned int *len) {
+    long long vlong;
+    unsigned char *vstr = lpGetValue(eptr, len, &vlong);
+    if (vstr != NULL) return vstr;
+    *len = ll2string((char *)buf, LONG_STR_SIZE, vlong);
+    return buf;
+}
+
 /* Builds the tree of a listpack-encoded set and frees the listpack; or,
  * when the listpack is no set (a duplicate member, a NaN score: only a
  * corrupt payload holds them), returns NULL and leaves it as it is. */
@@ -54,12 +64,7 @@ zbt *zsetBtreeFromListpack(unsigned char *zl, size_t cap) {
         serverAssert(sptr != NULL);
         unsigned char buf[LONG_STR_SIZE];
         unsigned int vlen;
-        long long vlong;
-        unsigned char *vstr = lpGetValue(eptr, &vlen, &vlong);
-        if (vstr == NULL) {
-            vlen = ll2string((char *)buf, sizeof(buf), vlong);
-            vstr = buf;
-        }
+        unsigned char *vstr = lpMemberBytes(eptr, buf, &vlen);
         if (zsetBtreeAdd(t, zzlGetScore(sptr), vstr, vlen) != ZBT_OK) {
             zbtFree(t);
             return NULL;
@@ -191,12 +196,7 @@ int zsetListpackIsOrdered(unsigned char *zl) {
         double score = zzlGetScore(sptr);
         if (isnan(score)) return 0;
         unsigned int vlen;
-        long long vlong;
-        unsigned char *vstr = lpGetValue(eptr, &vlen, &vlong);
-        if (vstr == NULL) {
-            vlen = ll2string((char *)buf, sizeof(buf), vlong);
-            vstr = buf;
-        }
+        unsigned char *vstr = lpMemberBytes(eptr, buf, &vlen);
         if (prev) {
             int cmp = score < prevscore ? -1 : score > prevscore;
             if (cmp == 0) {
