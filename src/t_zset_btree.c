@@ -119,12 +119,11 @@ zbtLexRange zsetBtreeLexRange(const zlexrangespec *spec) {
 /* A member picked uniformly: the entry at a random rank. The member's bytes
  * stay valid until the next write to the tree. */
 void zsetBtreeRandomEntry(zbt *t, listpackEntry *key, double *score) {
-    zbtCursor *cur = zmalloc(sizeof(*cur));
-    serverAssert(zbtAtRank(t, genrand64_int64() % zbtLength(t), cur));
-    key->sval = (unsigned char *)cur->member;
-    key->slen = cur->len;
-    if (score) *score = cur->score;
-    zfree(cur);
+    zbtCursor cur; /* on the stack: ZRANDMEMBER calls this once per member */
+    serverAssert(zbtAtRank(t, genrand64_int64() % zbtLength(t), &cur));
+    key->sval = (unsigned char *)cur.member;
+    key->slen = cur.len;
+    if (score) *score = cur.score;
 }
 
 /* The longest member's length, adding every member's to *totallen. */
