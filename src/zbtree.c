@@ -198,7 +198,7 @@ struct zbt {
      * compared before the entry is used. */
     uint64_t foundVersion, foundHash;
     zbtLeaf *foundLeaf;
-    uint16_t foundIdx, foundOff;
+    uint16_t foundIdx, foundOff, foundPrevOff;
     uint8_t foundHashed;
     double foundPrev;
 };
@@ -910,28 +910,41 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
 typedef struct pos {
     zbtLeaf *leaf;
     uint16_t idx, off;
-    double prev; /* Score of the entry before, or 0.0. */
-    item it;     /* The entry at idx, when idx < count. */
+    uint16_t prevOff; /* Offset of the entry before, when idx > 0. */
+    double prev;      /* Score of the entry before, or 0.0. */
+    item it;          /* The entry at idx, when idx < count. */
 } pos;
 
 /* The first entry of l not before the key; idx == count when none. */
 static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len, pos *p) {
     p->leaf = l;
     p->prev = 0.0;
-    p->off = 0;
+    p->off = p->prevOff = 0;
     for (p->idx = 0; p->idx < l->count; p->idx++) {
         decode(l->data + p->off, p->prev, &p->it);
         int c = cmpKey(p->it.score, p->it.m, p->it.len, s, m, len);
         if (c >= 0) return c == 0;
         p->prev = p->it.score;
+        p->prevOff = p->off;
         p->off += p->it.size;
     }
     return 0;
 }
 
-/* Finds the member through the index. */
-/* The member of the entry at q, its score left encoded. Returns the
- * entry's size. */
+/* The score of the entry at q, whose score code is sc, after `prev`. */
+static inline double entryScore(const unsigned char *q, int sc, double prev) {
+    const unsigned char *p = q + 1;
+    switch (sc) {
+    case SC_SAME: return prev;
+    case SC_D8: return prev + (double)p[0];
+    case SC_D16: return prev + (double)getLow(p, 2);
+    case SC_D32: return prev + (double)getLow(p, 4);
+    case SC_RAW: return fromBits(getLow(p, 8));
+    default: return fromBits(bitsOf(prev) ^ getLow(p, scoreBytes[sc]));
+    }
+}
+
+/* The member of the entry at q. Returns the entry's size. */
 static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
     uint8_t hdr = q[0], lc = hdr & 31;
     const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
@@ -963,8 +976,8 @@ static inline int sameMember(const unsigned char *a, const unsigned char *b, siz
 }
 
 /* Finds the member through the index: each leaf the index names for its
- * hash is scanned by member alone (scores stay encoded), and the entry's
- * score decoded once it is found. */
+ * hash is scanned once, the scores carried along (they are deltas) and the
+ * members compared by length first. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
     zmiIter iter;
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
@@ -972,22 +985,22 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         /* The scan reads most of the leaf: ask for all of its cache lines
          * at once rather than miss on them one after the other. */
         for (size_t line = 0; line < ZBT_LEAF_BYTES; line += 64) __builtin_prefetch((const char *)l + line);
-        size_t off = 0;
-        for (int idx = 0; idx < l->count; idx++) {
-            const unsigned char *em;
-            size_t elen;
-            size_t size = peekMember(l->data + off, &em, &elen);
+        size_t off = 0, prevOff = 0;
+        double prev = 0.0;
+        for (int idx = 0, count = l->count; idx < count; idx++) {
+            const unsigned char *q = l->data + off, *em;
+            size_t elen, size = peekMember(q, &em, &elen);
             if (elen == len && sameMember(em, m, len)) {
                 p->leaf = l;
-                p->prev = 0.0;
-                p->off = 0;
-                for (p->idx = 0;; p->idx++) {
-                    decode(l->data + p->off, p->prev, &p->it);
-                    if (p->idx == idx) return 1;
-                    p->prev = p->it.score;
-                    p->off += p->it.size;
-                }
+                p->idx = (uint16_t)idx;
+                p->off = (uint16_t)off;
+                p->prevOff = (uint16_t)prevOff;
+                p->prev = prev;
+                decode(q, prev, &p->it);
+                return 1;
             }
+            prev = entryScore(q, q[0] >> 5, prev);
+            prevOff = off;
             off += size;
         }
     }
@@ -999,6 +1012,7 @@ static void remember(zbt *t, const pos *p, uint64_t h, int hashed) {
     t->foundLeaf = p->leaf;
     t->foundIdx = p->idx;
     t->foundOff = p->off;
+    t->foundPrevOff = p->prevOff;
     t->foundPrev = p->prev;
     t->foundHash = h;
     t->foundHashed = (uint8_t)hashed;
@@ -1014,6 +1028,7 @@ static int lookup(zbt *t, const unsigned char *m, size_t len, uint64_t *h, pos *
             p->leaf = l;
             p->idx = t->foundIdx;
             p->off = t->foundOff;
+            p->prevOff = t->foundPrevOff;
             p->prev = t->foundPrev;
             if (!t->foundHashed) {
                 t->foundHash = memberHash(m, len);
@@ -1048,6 +1063,7 @@ static void cursorAt(zbtCursor *c, zbt *t, zbtLeaf *l, int idx) {
         decode(l->data + p.off, p.prev, &p.it);
         if (p.idx == idx) break;
         p.prev = p.it.score;
+        p.prevOff = p.off;
         p.off += p.it.size;
     }
     remember(t, &p, 0, 0);
@@ -1280,16 +1296,11 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
 static int keepsPlace(const zbt *t, const pos *p, double score) {
     const zbtLeaf *l = p->leaf;
     if (p->idx > 0) {
-        /* p->prev is the score before; the member before needs a decode. */
-        size_t off = 0;
-        double prev = 0.0;
+        /* The score before is p->prev: the entry there is decoded for its
+         * member alone. */
         item before;
-        for (int i = 0; i < p->idx; i++) {
-            decode(l->data + off, prev, &before);
-            prev = before.score;
-            off += before.size;
-        }
-        if (cmpKey(before.score, before.m, before.len, score, p->it.m, p->it.len) >= 0) return 0;
+        decode(l->data + p->prevOff, 0.0, &before);
+        if (cmpKey(p->prev, before.m, before.len, score, p->it.m, p->it.len) >= 0) return 0;
     } else if (l->prev) {
         return 0;
     }
