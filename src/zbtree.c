@@ -110,7 +110,8 @@
  * --------
  *
  * A leaf that falls below ZBT_LEAF_MIN_FILL after a delete is merged with a
- * neighbour when both fit in one leaf, or else evens out with it. Inner
+ * neighbour when both fit in one leaf, or else evens out with it; but the
+ * first and the last leaf, where queues pop, are left to empty. Inner
  * nodes below ZBT_INNER_MIN children merge with or borrow from a sibling.
  *
  * All moves between leaves go through one routine (rewrite) that decodes
@@ -863,19 +864,18 @@ static void leafRebalance(zbt *t, zbtLeaf *l) {
         leafRemove(t, l);
         return;
     }
-    zbtLeaf *src[2];
-    if (l->next) {
-        src[0] = l;
-        src[1] = l->next;
-    } else {
-        src[0] = l->prev;
-        src[1] = l;
-    }
+    /* The leaves at the ends of the chain are where queues pop (ZPOPMIN,
+     * ZPOPMAX): merging or evening one out would move entries, and
+     * re-point their index slots, that are about to go. They are left to
+     * empty instead; that is at most two leaves below the fill. */
+    if (!l->prev || !l->next) return;
+    zbtLeaf *src[2] = {l, l->next};
+    int merge = (size_t)src[0]->used + src[1]->used + 16 <= LEAF_PAYLOAD;
     unsigned char buf[2 * LEAF_PAYLOAD];
     item items[2 * LEAF_PAYLOAD];
     int n = leafItems(src[0], buf, items);
     n += leafItems(src[1], buf + src[0]->used, items + n);
-    rewrite(t, src, 2, items, n, (size_t)src[0]->used + src[1]->used + 16 <= LEAF_PAYLOAD ? 1 : 2);
+    rewrite(t, src, 2, items, n, merge ? 1 : 2);
 }
 
 /* --- Finding keys --- */
