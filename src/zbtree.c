@@ -21,10 +21,10 @@
  *
  * A leaf is one allocation of at most ZBT_LEAF_BYTES:
  *
- *    +--------+------+------+----+------+-------+---------------------+
- *    | parent | prev | next | id | used | count | entries ... | free  |
- *    +--------+------+------+----+------+-------+---------------------+
- *       8       8      8      4     2      2     up to ZBT_LEAF_BYTES - 32
+ *    +--------+------+------+----+------+-------+-------+---------------------+
+ *    | parent | prev | next | id | used | count | alloc | entries ... | free  |
+ *    +--------+------+------+----+------+-------+-------+---------------------+
+ *       8       8      8      4     2      2       2     up to ZBT_LEAF_BYTES - 34
  *
  * sized to its entries: the allocator's size class of what they take (so a
  * leaf wastes at most one class step), grown by realloc as entries arrive
@@ -146,6 +146,7 @@ struct zbtLeaf {
     uint32_t id;
     uint16_t used;
     uint16_t count;
+    uint16_t alloc; /* Bytes allocated: asking the allocator costs a miss. */
     unsigned char data[];
 };
 
@@ -386,12 +387,15 @@ static unsigned char *oolCopy(zbt *t, const unsigned char *m, size_t len) {
 
 /* Payload bytes a leaf has room for. */
 static inline size_t leafCap(const zbtLeaf *l) {
-    size_t cap = zmalloc_size((void *)l) - offsetof(zbtLeaf, data);
+    size_t cap = l->alloc - offsetof(zbtLeaf, data);
     return cap < LEAF_PAYLOAD ? cap : LEAF_PAYLOAD;
 }
 
 static zbtLeaf *leafNew(zbt *t, size_t payload) {
-    zbtLeaf *l = talloc(t, offsetof(zbtLeaf, data) + (payload ? payload : 1));
+    size_t usable;
+    zbtLeaf *l = zmalloc_usable(offsetof(zbtLeaf, data) + (payload ? payload : 1), &usable);
+    t->bytes += usable;
+    l->alloc = (uint16_t)usable;
     l->parent = NULL;
     l->prev = l->next = NULL;
     l->used = l->count = 0;
@@ -415,10 +419,11 @@ static zbtLeaf *leafNew(zbt *t, size_t payload) {
 /* Gives a leaf room for `payload` bytes, or gives back what it has beyond
  * them when that is a quarter of it or more. Returns its new address. */
 static zbtLeaf *leafFit(zbt *t, zbtLeaf *l, size_t payload) {
-    size_t have = zmalloc_size(l), want = offsetof(zbtLeaf, data) + (payload ? payload : 1);
+    size_t have = l->alloc, want = offsetof(zbtLeaf, data) + (payload ? payload : 1);
     if (want <= have && (have - want) * 4 < have) return l;
     size_t usable;
     zbtLeaf *n = zrealloc_usable(l, want, &usable);
+    n->alloc = (uint16_t)usable;
     t->bytes = t->bytes - have + usable;
     if (n != l) leafMoved(t, l, n);
     return n;
@@ -1292,27 +1297,32 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
     return 1;
 }
 
-/* Is the key of `it` with a new score still between its neighbours? */
-static int keepsPlace(const zbt *t, const pos *p, double score) {
+/* Is the entry at p, given a new score, still between its neighbours? Only
+ * the neighbour it moves towards can be passed. */
+static int keepsPlace(const pos *p, double score) {
     const zbtLeaf *l = p->leaf;
-    if (p->idx > 0) {
+    const unsigned char *m = p->it.m;
+    size_t len = p->it.len;
+    if (score > p->it.score) {
+        item after;
+        if (p->idx + 1 < l->count)
+            decode(l->data + p->off + p->it.size, p->it.score, &after);
+        else if (l->next)
+            decode(l->next->data, 0.0, &after);
+        else
+            return 1;
+        return cmpKey(score, m, len, after.score, after.m, after.len) < 0;
+    }
+    if (score < p->it.score) {
         /* The score before is p->prev: the entry there is decoded for its
-         * member alone. */
+         * member alone. The last entry of the leaf before would take a
+         * walk over that leaf; such a rare case moves instead. */
+        if (p->idx == 0) return l->prev == NULL;
         item before;
         decode(l->data + p->prevOff, 0.0, &before);
-        if (cmpKey(p->prev, before.m, before.len, score, p->it.m, p->it.len) >= 0) return 0;
-    } else if (l->prev) {
-        return 0;
+        return cmpKey(p->prev, before.m, before.len, score, m, len) < 0;
     }
-    if (p->idx + 1 < l->count) {
-        item after;
-        decode(l->data + p->off + p->it.size, p->it.score, &after);
-        if (cmpKey(score, p->it.m, p->it.len, after.score, after.m, after.len) >= 0) return 0;
-    } else if (l->next) {
-        return 0;
-    }
-    (void)t;
-    return 1;
+    return 1; /* 0.0 and -0.0: equal, so in order either way */
 }
 
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
@@ -1325,7 +1335,7 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
     if (sameBits(p.it.score, score)) return 1;
 
     zbtLeaf *l = p.leaf;
-    if (keepsPlace(t, &p, score)) {
+    if (keepsPlace(&p, score)) {
         /* In place: this entry and the next one's delta. */
         unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
         item now = p.it;
@@ -2001,6 +2011,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
     CHECK(l->count > 0 || t->height == 0, "empty leaf %u in a tree", l->id);
     CHECK(l->used <= leafCap(l), "leaf %u overfull", l->id);
     st->bytes += zmalloc_size(l);
+    CHECK(l->alloc == zmalloc_size(l), "leaf %u: alloc %u, allocated %zu", l->id, l->alloc, zmalloc_size(l));
     size_t off = 0;
     double prev = 0.0;
     for (int i = 0; i < l->count; i++) {
