@@ -102,8 +102,17 @@ typedef struct segment {
     uint64_t slot[];
 } segment;
 
+/* A directory entry keeps the two fields of its segment that place a hash,
+ * so that a lookup goes from the directory straight to the slot: reading
+ * the segment's header first would be one more miss before it. */
+typedef struct dirEntry {
+    segment *seg;
+    uint32_t cap;
+    uint32_t depth;
+} dirEntry;
+
 struct zmi {
-    segment **dir;
+    dirEntry *dir;
     uint8_t depth;
     size_t count;
     size_t bytes; /* Allocated bytes, this struct included. */
@@ -115,10 +124,12 @@ static inline uint32_t slotHash(uint64_t v) { return (uint32_t)(v >> 32); }
 static inline uint32_t slotId(uint64_t v) { return (uint32_t)v; }
 static inline uint64_t slotMake(uint32_t h32, uint32_t id) { return ((uint64_t)h32 << 32) | id; }
 
-static inline uint32_t home(const segment *s, uint32_t h32) {
-    uint32_t bits = s->depth ? h32 << s->depth : h32;
-    return (uint32_t)(((uint64_t)bits * s->cap) >> 32);
+static inline uint32_t homeIn(uint32_t cap, uint32_t depth, uint32_t h32) {
+    uint32_t bits = depth ? h32 << depth : h32;
+    return (uint32_t)(((uint64_t)bits * cap) >> 32);
 }
+
+static inline uint32_t home(const segment *s, uint32_t h32) { return homeIn(s->cap, s->depth, h32); }
 
 /* How far slot value v at position pos is from its home. */
 static inline uint32_t distance(const segment *s, uint64_t v, uint32_t pos) {
@@ -215,14 +226,14 @@ static uint32_t segCollect(const segment *s, uint64_t *out) {
 }
 
 static void dirSet(zmi *ix, uint32_t first, uint32_t span, segment *s) {
-    for (uint32_t i = 0; i < span; i++) ix->dir[first + i] = s;
+    for (uint32_t i = 0; i < span; i++) ix->dir[first + i] = (dirEntry){s, s->cap, s->depth};
 }
 
 static uint32_t dirFirst(const zmi *ix, const segment *s, uint32_t di) { return di & ~(dirSpan(ix, s) - 1); }
 
 static void dirDouble(zmi *ix) {
     uint32_t n = 1u << ix->depth;
-    segment **dir = ixAlloc(ix, sizeof(segment *) * n * 2);
+    dirEntry *dir = ixAlloc(ix, sizeof(dirEntry) * n * 2);
     for (uint32_t i = 0; i < n; i++) dir[2 * i] = dir[2 * i + 1] = ix->dir[i];
     ixFree(ix, ix->dir);
     ix->dir = dir;
@@ -232,7 +243,7 @@ static void dirDouble(zmi *ix) {
 /* Rebuilds the segment at directory entry di with room for `count` slots:
  * larger, smaller or split in two. */
 static void segResize(zmi *ix, uint32_t di, size_t count) {
-    segment *s = ix->dir[di];
+    segment *s = ix->dir[di].seg;
     uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count ? s->count : 1));
     uint32_t n = segCollect(s, v);
     uint32_t first = dirFirst(ix, s, di);
@@ -260,12 +271,12 @@ static void segResize(zmi *ix, uint32_t di, size_t count) {
 /* Merges the segment at di with its buddy (same depth, last prefix bit
  * flipped) when together they fit half a segment and that saves memory. */
 static void segMergeBuddy(zmi *ix, uint32_t di) {
-    segment *s = ix->dir[di];
+    segment *s = ix->dir[di].seg;
     if (s->depth == 0) return;
     uint32_t span = dirSpan(ix, s);
     uint32_t first = dirFirst(ix, s, di);
     uint32_t buddyFirst = first ^ span;
-    segment *b = ix->dir[buddyFirst];
+    segment *b = ix->dir[buddyFirst].seg;
     if (b->depth != s->depth || capFor(s->count + b->count) > ZMI_SEG_MAX_CAP / 2) return;
     if ((uint64_t)capFor(s->count + b->count) * 4 > ((uint64_t)s->cap + b->cap) * 3) return;
 
@@ -309,11 +320,11 @@ zmi *zmiCreate(size_t expected) {
     ix->bytes = usable;
     ix->count = 0;
     ix->depth = 0;
-    ix->dir = ixAlloc(ix, sizeof(segment *));
+    ix->dir = ixAlloc(ix, sizeof(dirEntry));
     /* Many segments from the start when the size is known (RDB load). */
     while (capFor(expected >> ix->depth) > ZMI_SEG_MAX_CAP / 2 && ix->depth < 16) dirDouble(ix);
     uint32_t n = 1u << ix->depth;
-    for (uint32_t i = 0; i < n; i++) ix->dir[i] = segBuild(ix, ix->depth, capFor(expected >> ix->depth), NULL, 0);
+    for (uint32_t i = 0; i < n; i++) dirSet(ix, i, 1, segBuild(ix, ix->depth, capFor(expected >> ix->depth), NULL, 0));
     return ix;
 }
 
@@ -321,8 +332,8 @@ void zmiFree(zmi *ix) {
     if (!ix) return;
     uint32_t n = 1u << ix->depth;
     for (uint32_t i = 0; i < n; i++) {
-        segment *s = ix->dir[i];
-        if (i + 1 < n && ix->dir[i + 1] == s) continue; /* shared entries are adjacent */
+        segment *s = ix->dir[i].seg;
+        if (i + 1 < n && ix->dir[i + 1].seg == s) continue; /* shared entries are adjacent */
         zfree(s);
     }
     zfree(ix->dir);
@@ -333,24 +344,29 @@ size_t zmiCount(const zmi *ix) { return ix->count; }
 size_t zmiAllocSize(const zmi *ix) { return ix->bytes; }
 
 uint32_t zmiNext(zmiIter *it) {
-    const segment *s = it->seg;
-    while (it->dist < s->cap) {
-        uint64_t v = s->slot[it->pos];
-        if (!v || distance(s, v, it->pos) < it->dist) break;
-        it->pos = nextPos(s, it->pos);
+    const uint64_t *slot = ((const segment *)it->seg)->slot;
+    uint32_t cap = it->cap;
+    while (it->dist < cap) {
+        uint64_t v = slot[it->pos];
+        if (!v) break;
+        uint32_t h = homeIn(cap, it->depth, slotHash(v));
+        if ((it->pos >= h ? it->pos - h : it->pos + cap - h) < it->dist) break;
+        it->pos = it->pos + 1 == cap ? 0 : it->pos + 1;
         it->dist++;
         if (slotHash(v) == it->h32) return slotId(v);
     }
-    it->dist = s->cap;
+    it->dist = cap;
     return 0;
 }
 
 uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
     uint32_t h32 = (uint32_t)(hash >> 32);
-    const segment *s = ix->dir[dirIndex(ix, h32)];
-    it->seg = s;
+    const dirEntry *e = &ix->dir[dirIndex(ix, h32)];
+    it->seg = e->seg;
+    it->cap = e->cap;
+    it->depth = e->depth;
     it->h32 = h32;
-    it->pos = home(s, h32);
+    it->pos = homeIn(e->cap, e->depth, h32);
     it->dist = 0;
     return zmiNext(it);
 }
@@ -358,10 +374,10 @@ uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
 void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     uint32_t di = dirIndex(ix, h32);
-    segment *s = ix->dir[di];
+    segment *s = ix->dir[di].seg;
     if ((uint64_t)(s->count + 1) * 100 > (uint64_t)s->cap * ZMI_MAX_LOAD_PCT || s->count + 1 >= s->cap) {
         segResize(ix, di, s->count + 1);
-        s = ix->dir[dirIndex(ix, h32)];
+        s = ix->dir[dirIndex(ix, h32)].seg;
     }
     segInsert(s, h32, id);
     ix->count++;
@@ -370,7 +386,7 @@ void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
 int zmiRemove(zmi *ix, uint64_t hash, uint32_t id) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     uint32_t di = dirIndex(ix, h32);
-    segment *s = ix->dir[di];
+    segment *s = ix->dir[di].seg;
     int64_t p = segFind(s, h32, id);
     if (p < 0) return 0;
     segDelete(s, (uint32_t)p);
@@ -384,7 +400,7 @@ int zmiRemove(zmi *ix, uint64_t hash, uint32_t id) {
 
 int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to) {
     uint32_t h32 = (uint32_t)(hash >> 32);
-    segment *s = ix->dir[dirIndex(ix, h32)];
+    segment *s = ix->dir[dirIndex(ix, h32)].seg;
     int64_t p = segFind(s, h32, from);
     if (p < 0) return 0;
     s->slot[p] = slotMake(h32, to);
@@ -394,13 +410,13 @@ int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to) {
 void zmiDefrag(zmi *ix, void *(*fn)(void *)) {
     uint32_t n = 1u << ix->depth;
     for (uint32_t i = 0; i < n;) {
-        segment *s = ix->dir[i];
+        segment *s = ix->dir[i].seg;
         uint32_t span = dirSpan(ix, s);
         segment *moved = fn(s);
         if (moved) dirSet(ix, i, span, moved);
         i += span;
     }
-    segment **dir = fn(ix->dir);
+    dirEntry *dir = fn(ix->dir);
     if (dir) ix->dir = dir;
 }
 
@@ -409,7 +425,7 @@ uint64_t zmiScan(const zmi *ix, uint64_t from, size_t count, void (*visit)(void 
     size_t seen = 0;
     while (from < (1ULL << 32)) {
         uint32_t h = (uint32_t)from;
-        const segment *s = ix->dir[dirIndex(ix, h)];
+        const segment *s = ix->dir[dirIndex(ix, h)].seg;
         uint64_t end = s->depth ? ((uint64_t)(h >> (32 - s->depth)) + 1) << (32 - s->depth) : 1ULL << 32;
         uint64_t *v = zmalloc(sizeof(uint64_t) * (s->count + 1));
         uint32_t n = segCollect(s, v), lo = 0, hi = n;
@@ -437,7 +453,7 @@ uint64_t zmiScan(const zmi *ix, uint64_t from, size_t count, void (*visit)(void 
 void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t id), void *ctx) {
     uint32_t n = 1u << ix->depth;
     for (uint32_t i = 0; i < n;) {
-        const segment *s = ix->dir[i];
+        const segment *s = ix->dir[i].seg;
         for (uint32_t p = 0; p < s->cap; p++)
             if (s->slot[p]) visit(ctx, slotHash(s->slot[p]), slotId(s->slot[p]));
         i += dirSpan(ix, s);
@@ -451,12 +467,13 @@ const char *zmiCheck(const zmi *ix) {
     uint32_t n = 1u << ix->depth;
     size_t total = 0;
     for (uint32_t i = 0; i < n;) {
-        const segment *s = ix->dir[i];
+        const segment *s = ix->dir[i].seg;
         if (s->depth > ix->depth) return "segment deeper than the directory";
         uint32_t span = dirSpan(ix, s);
         if (i % span) return "segment not aligned in the directory";
         for (uint32_t j = 0; j < span; j++)
-            if (ix->dir[i + j] != s) return "directory range of a segment is split";
+            if (ix->dir[i + j].seg != s) return "directory range of a segment is split";
+        if (ix->dir[i].cap != s->cap || ix->dir[i].depth != s->depth) return "directory entry out of date";
         if (s->count >= s->cap) return "segment without an empty slot";
         uint32_t count = 0;
         for (uint32_t p = 0; p < s->cap; p++) {

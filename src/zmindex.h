@@ -17,6 +17,7 @@ typedef struct zmi zmi;
  * leaf for the member. Valid until the index changes. */
 typedef struct zmiIter {
     const void *seg;
+    uint32_t cap, depth;
     uint32_t pos, dist;
     uint32_t h32;
 } zmiIter;
