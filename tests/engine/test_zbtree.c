@@ -414,6 +414,77 @@ static void test_fill_and_sparse_leaves(void **state) {
     zbtFree(t);
 }
 
+/* A queue: the lowest entries popped while 50 producers append after
+ * their own last entry (W5's ZPOPMIN + ZADD), and the same from the top.
+ * The end leaves drain without being merged or evened out; everything else
+ * keeps its invariants and its fill. */
+static void test_queue_pops_at_both_ends(void **state) {
+    (void)state;
+    unsigned char m[64];
+    for (int top = 0; top < 2; top++) {
+        zbt *t = zbtCreate(0);
+        const long n = 20000, streams = 50;
+        long next[50];
+        for (long i = 0; i < n; i++) {
+            name(m, "q", i);
+            insertOk(t, (double)(top ? -i : i), (char *)m);
+        }
+        for (long s = 0; s < streams; s++) next[s] = 0;
+        zbtCursor *c = malloc(sizeof(*c));
+        for (long op = 0; op < 4 * n; op++) {
+            assert_true(top ? zbtLast(t, c) : zbtFirst(t, c));
+            unsigned char victim[64];
+            size_t vlen = c->len;
+            memcpy(victim, c->member, vlen);
+            assert_true(zbtDelete(t, victim, vlen, NULL));
+            long s = op % streams, k = next[s]++;
+            double score = 1e6 * (double)(s + 1) + (double)k;
+            size_t len = (size_t)snprintf((char *)m, sizeof(m), "s%ld:%ld", s, k);
+            assert_int_equal(zbtInsert(t, top ? -score : score, m, len), ZBT_OK);
+            if (op % 1000 == 0) check(t);
+        }
+        free(c);
+        check(t);
+        assert_int_equal(zbtLength(t), n);
+        zbtStats st;
+        zbtGetStats(t, &st);
+        assert_true(st.payloadUsed * 5 >= st.leaves * (ZBT_LEAF_BYTES - 34) * 2);
+        zbtFree(t);
+    }
+}
+
+/* Score updates that stay between the neighbours and ones that pass them,
+ * up and down, for every entry: so for the first and the last entry of
+ * every leaf, where the neighbour is in the next or the previous leaf. */
+static void test_updates_at_leaf_edges(void **state) {
+    (void)state;
+    unsigned char m[64];
+    const long n = 600;
+    const double steps[] = {1, -1, 9, -9, 10, -10, 11, -11, 25, -25};
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+        zbt *t = zbtCreate(0);
+        for (long i = 0; i < n; i++) zbtInsert(t, 10.0 * (double)i, m, name(m, "u", 1000 + i));
+        for (long i = 0; i < n; i++) {
+            size_t len = name(m, "u", 1000 + i);
+            double before;
+            assert_true(zbtScore(t, m, len, &before));
+            assert_int_equal(zbtUpdateScore(t, m, len, before + steps[k]), 1);
+            double after;
+            assert_true(zbtScore(t, m, len, &after));
+            assert_true(after == before + steps[k]);
+            check(t);
+            assert_int_equal(zbtUpdateScore(t, m, len, before), 1);
+        }
+        check(t);
+        for (long i = 0; i < n; i++) {
+            unsigned long rank;
+            assert_true(zbtRank(t, m, name(m, "u", 1000 + i), 0, &rank));
+            assert_int_equal(rank, i);
+        }
+        zbtFree(t);
+    }
+}
+
 static void test_bulk_append_both_ways(void **state) {
     (void)state;
     unsigned char m[64];
@@ -571,6 +642,8 @@ int main(void) {
         cmocka_unit_test(test_splits_and_merges_at_every_level),
         cmocka_unit_test(test_delete_everything_by_ranges),
         cmocka_unit_test(test_fill_and_sparse_leaves),
+        cmocka_unit_test(test_queue_pops_at_both_ends),
+        cmocka_unit_test(test_updates_at_leaf_edges),
         cmocka_unit_test(test_bulk_append_both_ways),
         cmocka_unit_test(test_defrag_moves_everything),
         cmocka_unit_test(test_scan_visits_each_member_once),
