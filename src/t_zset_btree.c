@@ -43,16 +43,6 @@ int zsetBtreeAdd(zbt *t, double score, const unsigned char *m, size_t len) {
     return ret;
 }
 
-/* A listpack member as bytes: in the listpack, or an integer's digits
- * written to buf (LONG_STR_SIZE bytes). */
-static unsigned char *lpMemberBytes(unsigned char *eptr, unsigned char *buf, unsigned int *len) {
-    long long vlong;
-    unsigned char *vstr = lpGetValue(eptr, len, &vlong);
-    if (vstr != NULL) return vstr;
-    *len = ll2string((char *)buf, LONG_STR_SIZE, vlong);
-    return buf;
-}
-
 /* Builds the tree of a listpack-encoded set and frees the listpack; or,
  * when the listpack is no set (a duplicate member, a NaN score: only a
  * corrupt payload holds them), returns NULL and leaves it as it is. */
@@ -62,9 +52,9 @@ zbt *zsetBtreeFromListpack(unsigned char *zl, size_t cap) {
     while (eptr != NULL) {
         sptr = lpNext(zl, eptr);
         serverAssert(sptr != NULL);
-        unsigned char buf[LONG_STR_SIZE];
-        unsigned int vlen;
-        unsigned char *vstr = lpMemberBytes(eptr, buf, &vlen);
+        unsigned char buf[LP_INTBUF_SIZE];
+        int64_t vlen;
+        unsigned char *vstr = lpGet(eptr, &vlen, buf);
         if (zsetBtreeAdd(t, zzlGetScore(sptr), vstr, vlen) != ZBT_OK) {
             zbtFree(t);
             return NULL;
@@ -184,9 +174,9 @@ int zsetBtreeCursorStep(zbtCursor *cur, int forward, int byscore, zrangespec *rs
  * members next to each other. (Duplicates apart are found by the caller's
  * check.) */
 int zsetListpackIsOrdered(unsigned char *zl) {
-    unsigned char prevbuf[LONG_STR_SIZE], buf[LONG_STR_SIZE];
+    unsigned char prevbuf[LP_INTBUF_SIZE], buf[LP_INTBUF_SIZE];
     unsigned char *prev = NULL;
-    unsigned int prevlen = 0;
+    size_t prevlen = 0;
     double prevscore = 0;
     unsigned char *eptr = lpSeek(zl, 0);
     while (eptr != NULL) {
@@ -194,8 +184,9 @@ int zsetListpackIsOrdered(unsigned char *zl) {
         if (sptr == NULL) return 0;
         double score = zzlGetScore(sptr);
         if (isnan(score)) return 0;
-        unsigned int vlen;
-        unsigned char *vstr = lpMemberBytes(eptr, buf, &vlen);
+        int64_t count;
+        unsigned char *vstr = lpGet(eptr, &count, buf);
+        size_t vlen = (size_t)count;
         if (prev) {
             int cmp = score < prevscore ? -1 : score > prevscore;
             if (cmp == 0) {

@@ -321,33 +321,42 @@ static size_t encode(unsigned char *p, double prev, const item *it) {
     return (size_t)(p - start);
 }
 
-static void decode(const unsigned char *p, double prev, item *it) {
-    const unsigned char *start = p;
-    uint8_t hdr = *p++;
-    int sc = hdr >> 5;
+/* The score of the entry at q, whose score code is sc, after `prev`. */
+static inline double entryScore(const unsigned char *q, int sc, double prev) {
+    const unsigned char *p = q + 1;
     switch (sc) {
-    case SC_SAME: it->score = prev; break;
-    case SC_D8:
-    case SC_D16:
-    case SC_D32: it->score = prev + (double)getLow(p, scoreBytes[sc]); break;
-    case SC_RAW: memcpy(&it->score, p, 8); break;
-    default: it->score = fromBits(bitsOf(prev) ^ getLow(p, scoreBytes[sc])); break;
+    case SC_SAME: return prev;
+    case SC_D8: return prev + (double)p[0];
+    case SC_D16: return prev + (double)getLow(p, 2);
+    case SC_D32: return prev + (double)getLow(p, 4);
+    case SC_RAW: return fromBits(getLow(p, 8));
+    default: return fromBits(bitsOf(prev) ^ getLow(p, scoreBytes[sc]));
     }
-    p += scoreBytes[sc];
-    uint8_t lc = hdr & 31;
+}
+
+/* The member of the entry at q. Returns the entry's size. */
+static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
+    uint8_t hdr = q[0], lc = hdr & 31;
+    const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
     if (lc == LEN_OOL) {
-        memcpy(&it->len, p, 4);
-        memcpy(&it->ool, p + 4, sizeof(void *));
-        it->m = it->ool;
-        p += 4 + sizeof(void *);
-    } else {
-        if (lc == LEN_BYTE) lc = *p++;
-        it->len = lc;
-        it->m = p;
-        it->ool = NULL;
-        p += lc;
+        uint32_t l32;
+        memcpy(&l32, p, 4);
+        memcpy((void *)m, p + 4, sizeof(void *));
+        *len = l32;
+        return (size_t)(p + 4 + sizeof(void *) - q);
     }
-    it->size = (uint16_t)(p - start);
+    if (lc == LEN_BYTE) lc = *p++;
+    *len = lc;
+    *m = p;
+    return (size_t)(p + lc - q);
+}
+
+static void decode(const unsigned char *p, double prev, item *it) {
+    size_t len;
+    it->score = entryScore(p, p[0] >> 5, prev);
+    it->size = (uint16_t)peekMember(p, &it->m, &len);
+    it->len = (uint32_t)len;
+    it->ool = (p[0] & 31) == LEN_OOL ? (unsigned char *)it->m : NULL;
 }
 
 static inline int cmpMember(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
@@ -934,36 +943,6 @@ static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len,
         p->off += p->it.size;
     }
     return 0;
-}
-
-/* The score of the entry at q, whose score code is sc, after `prev`. */
-static inline double entryScore(const unsigned char *q, int sc, double prev) {
-    const unsigned char *p = q + 1;
-    switch (sc) {
-    case SC_SAME: return prev;
-    case SC_D8: return prev + (double)p[0];
-    case SC_D16: return prev + (double)getLow(p, 2);
-    case SC_D32: return prev + (double)getLow(p, 4);
-    case SC_RAW: return fromBits(getLow(p, 8));
-    default: return fromBits(bitsOf(prev) ^ getLow(p, scoreBytes[sc]));
-    }
-}
-
-/* The member of the entry at q. Returns the entry's size. */
-static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
-    uint8_t hdr = q[0], lc = hdr & 31;
-    const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
-    if (lc == LEN_OOL) {
-        uint32_t l32;
-        memcpy(&l32, p, 4);
-        memcpy((void *)m, p + 4, sizeof(void *));
-        *len = l32;
-        return (size_t)(p + 4 + sizeof(void *) - q);
-    }
-    if (lc == LEN_BYTE) lc = *p++;
-    *len = lc;
-    *m = p;
-    return (size_t)(p + lc - q);
 }
 
 /* Members of one length, equal? The last eight bytes first: members of a

@@ -132,9 +132,13 @@ static inline uint32_t homeIn(uint32_t cap, uint32_t depth, uint32_t h32) {
 static inline uint32_t home(const segment *s, uint32_t h32) { return homeIn(s->cap, s->depth, h32); }
 
 /* How far slot value v at position pos is from its home. */
+static inline uint32_t distanceIn(uint32_t cap, uint32_t depth, uint64_t v, uint32_t pos) {
+    uint32_t h = homeIn(cap, depth, slotHash(v));
+    return pos >= h ? pos - h : pos + cap - h;
+}
+
 static inline uint32_t distance(const segment *s, uint64_t v, uint32_t pos) {
-    uint32_t h = home(s, slotHash(v));
-    return pos >= h ? pos - h : pos + s->cap - h;
+    return distanceIn(s->cap, s->depth, v, pos);
 }
 
 static inline uint32_t nextPos(const segment *s, uint32_t pos) { return pos + 1 == s->cap ? 0 : pos + 1; }
@@ -348,9 +352,7 @@ uint32_t zmiNext(zmiIter *it) {
     uint32_t cap = it->cap;
     while (it->dist < cap) {
         uint64_t v = slot[it->pos];
-        if (!v) break;
-        uint32_t h = homeIn(cap, it->depth, slotHash(v));
-        if ((it->pos >= h ? it->pos - h : it->pos + cap - h) < it->dist) break;
+        if (!v || distanceIn(cap, it->depth, v, it->pos) < it->dist) break;
         it->pos = it->pos + 1 == cap ? 0 : it->pos + 1;
         it->dist++;
         if (slotHash(v) == it->h32) return slotId(v);
