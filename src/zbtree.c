@@ -485,8 +485,11 @@ static inline void setParent(void *node, int isLeaf, zbtInner *p) {
         ((zbtInner *)node)->parent = p;
 }
 
+/* From the end, where appends go, but the first child first: that is where
+ * queues pop. */
 static int childPos(const zbtInner *p, const void *child) {
-    for (int i = p->n - 1; i >= 0; i--)
+    if (kids(p)[0] == child) return 0;
+    for (int i = p->n - 1; i > 0; i--)
         if (kids(p)[i] == child) return i;
     assert(0);
     return -1;
@@ -809,25 +812,26 @@ static int leafItems(const zbtLeaf *l, unsigned char *buf, item *out) {
 }
 
 /* Where to cut items over at most `m` leaves, as evenly as they fit: cut[j]
- * is the first item of leaf j, cut[used] == n. Returns the leaves used, or
- * -1 when they do not fit in m. */
-static int planLeaves(const item *items, int n, int m, int *cut) {
+ * is the first item of leaf j, cut[used] == n. seq[i] is the size of item i
+ * after item i - 1. Returns the leaves used, or -1 when they do not fit in
+ * m. */
+static int planLeaves(const item *items, const uint16_t *seq, int n, int m, int *cut) {
     size_t remaining = 0;
-    for (int i = 0; i < n; i++) remaining += itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+    for (int i = 0; i < n; i++) remaining += seq[i];
     int start = 0, j = 0;
     for (; j < m && start < n; j++) {
-        size_t target = (remaining + (m - j) - 1) / (m - j), bytes = 0, seq = 0;
+        size_t target = (remaining + (m - j) - 1) / (m - j), bytes = 0, done = 0;
         int i = start;
         while (i < n) {
-            size_t size = itemSize(i == start ? 0.0 : items[i - 1].score, &items[i]);
+            size_t size = i == start ? itemSize(0.0, &items[i]) : seq[i];
             if (bytes + size > LEAF_PAYLOAD) break;
             if (j < m - 1 && bytes && bytes + size / 2 > target) break;
             bytes += size;
-            seq += itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+            done += seq[i];
             i++;
         }
         cut[j] = start;
-        remaining -= seq < remaining ? seq : remaining;
+        remaining -= done < remaining ? done : remaining;
         start = i;
     }
     cut[j] = n;
@@ -840,14 +844,16 @@ static int planLeaves(const item *items, int n, int m, int *cut) {
  * counts, minimums and index slots. */
 static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) {
     int cut[8], used;
-    while ((used = planLeaves(items, n, m, cut)) < 0) m++;
+    uint16_t seq[2 * LEAF_PAYLOAD + 1];
+    for (int i = 0; i < n; i++) seq[i] = (uint16_t)itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+    while ((used = planLeaves(items, seq, n, m, cut)) < 0) m++;
     assert(m <= 7);
     zbtLeaf *tl[8];
     uint16_t oldCount[8];
     for (int j = 0; j < nsrc; j++) oldCount[j] = src[j]->count;
     for (int j = 0; j < used; j++) {
-        size_t need = 0;
-        for (int i = cut[j]; i < cut[j + 1]; i++) need += itemSize(i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+        size_t need = itemSize(0.0, &items[cut[j]]);
+        for (int i = cut[j] + 1; i < cut[j + 1]; i++) need += seq[i];
         zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
         size_t off = 0;
         for (int i = cut[j]; i < cut[j + 1]; i++)
@@ -864,16 +870,25 @@ static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) 
     for (int j = nsrc; j < used; j++) leafAttach(t, tl[j - 1], tl[j], 1);
     for (int j = 0; j < used && j < nsrc; j++) fixMin(tl[j], 1);
 
-    /* Index slots of the entries that changed leaf. */
+    /* Index slots of the entries that changed leaf: all their slots are
+     * asked for first, so that their misses overlap. */
+    uint64_t hash[2 * LEAF_PAYLOAD + 1];
+    uint32_t to[2 * LEAF_PAYLOAD + 1];
+    int moved = 0;
     for (int j = 0; j < used; j++) {
         for (int i = cut[j]; i < cut[j + 1]; i++) {
-            if (items[i].from == tl[j]->id) continue;
-            uint64_t h = memberHash(items[i].m, items[i].len);
-            if (items[i].from == 0) zmiInsert(t->index, h, tl[j]->id);
-            else {
-                int ok = zmiRepoint(t->index, h, items[i].from, tl[j]->id);
-                assert(ok);
-            }
+            to[i] = tl[j]->id;
+            if (items[i].from == to[i]) continue;
+            hash[i] = memberHash(items[i].m, items[i].len);
+            zmiPrefetch(t->index, hash[i]);
+            moved++;
+        }
+    }
+    for (int i = 0; moved && i < n; i++) {
+        if (items[i].from == 0) zmiInsert(t->index, hash[i], to[i]);
+        else if (items[i].from != to[i]) {
+            int ok = zmiRepoint(t->index, hash[i], items[i].from, to[i]);
+            assert(ok);
         }
     }
     for (int j = used; j < nsrc; j++)

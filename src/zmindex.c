@@ -373,6 +373,12 @@ uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
     return zmiNext(it);
 }
 
+void zmiPrefetch(const zmi *ix, uint64_t hash) {
+    uint32_t h32 = (uint32_t)(hash >> 32);
+    const dirEntry *e = &ix->dir[dirIndex(ix, h32)];
+    __builtin_prefetch(&e->seg->slot[homeIn(e->cap, e->depth, h32)]);
+}
+
 void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     uint32_t di = dirIndex(ix, h32);

@@ -30,6 +30,8 @@ size_t zmiAllocSize(const zmi *ix);
 uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it);
 uint32_t zmiNext(zmiIter *it);
 void zmiInsert(zmi *ix, uint64_t hash, uint32_t id);
+/* Asks for the cache line where a lookup of hash starts. */
+void zmiPrefetch(const zmi *ix, uint64_t hash);
 int zmiRemove(zmi *ix, uint64_t hash, uint32_t id);
 int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to);
 
