@@ -960,12 +960,18 @@ static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len,
     p->prev = 0.0;
     p->off = p->prevOff = 0;
     for (p->idx = 0; p->idx < l->count; p->idx++) {
-        decode(l->data + p->off, p->prev, &p->it);
-        int c = cmpKey(p->it.score, p->it.m, p->it.len, s, m, len);
-        if (c >= 0) return c == 0;
-        p->prev = p->it.score;
+        const unsigned char *q = l->data + p->off, *em;
+        double score = entryScore(q, q[0] >> 5, p->prev);
+        size_t elen, size = peekMember(q, &em, &elen);
+        /* Members are compared only from the key's score on. */
+        if (score >= s) {
+            decode(q, p->prev, &p->it);
+            int c = cmpKey(score, em, elen, s, m, len);
+            if (c >= 0) return c == 0;
+        }
+        p->prev = score;
         p->prevOff = p->off;
-        p->off += p->it.size;
+        p->off += size;
     }
     return 0;
 }
@@ -1171,6 +1177,20 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
 /* Deletes the entry at p; frees its member unless keepOol. */
 static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol);
 
+/* After the first or last entry of the set went: asks for the index slot
+ * of the entry that took its place, as queues pop again at the same end
+ * (ZPOPMIN with a count, consumers draining a queue) and the slot is a
+ * miss otherwise. */
+static void prefetchNextPop(zbt *t, const zbtLeaf *l, const pos *p) {
+    const unsigned char *q, *m;
+    size_t len;
+    if (p->idx == 0 && l == t->head && l->count) q = l->data;
+    else if (p->idx == l->count && l == t->tail && l->count) q = l->data + p->prevOff;
+    else return;
+    peekMember(q, &m, &len);
+    zmiPrefetch(t->index, memberHash(m, len));
+}
+
 static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     zbtLeaf *l = p->leaf;
     unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + 16];
@@ -1197,6 +1217,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     t->length--;
     addCount(l, -1);
     if (p->idx == 0) fixMin(l, 1);
+    prefetchNextPop(t, l, p);
     if (t->height > 0 && l->count == 0) {
         leafRemove(t, l);
         return;
