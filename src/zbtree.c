@@ -253,10 +253,12 @@ static inline double fromBits(uint64_t u) {
 /* How `score` is stored after `prev`, and the delta (or XOR) if any. */
 static int scoreCode(double prev, double score, uint64_t *delta) {
     if (sameBits(prev, score)) return SC_SAME;
-    if (score > prev && score - prev <= (double)UINT32_MAX && fabs(prev) < 9007199254740992.0 &&
-        fabs(score) < 9007199254740992.0 && floor(prev) == prev && floor(score) == score) {
-        uint32_t d = (uint32_t)(score - prev);
-        if (sameBits(prev + (double)d, score)) {
+    /* Any whole difference will do, as long as adding it back gives the
+     * very bits of the score. */
+    double diff = score - prev;
+    if (diff >= 1.0 && diff <= (double)UINT32_MAX) {
+        uint32_t d = (uint32_t)diff;
+        if ((double)d == diff && sameBits(prev + (double)d, score)) {
             *delta = d;
             if (d <= UINT8_MAX) return SC_D8;
             if (d <= UINT16_MAX) return SC_D16;
