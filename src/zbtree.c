@@ -175,14 +175,14 @@ static inline void **kids(const zbtInner *p) { return (void **)(mins(p) + p->cap
  * 90% of two leaves: the rest is room for the next inserts. */
 #define ZBT_SHARE_FILL_PCT 90
 
+/* Fields are ordered by size, so that the struct takes a 160-byte
+ * allocation: a set just past its listpack pays for every byte of it. */
 struct zbt {
     void *root;
-    uint8_t height; /* 0 when the root is a leaf. */
     unsigned long length;
     zbtLeaf *head, *tail;
     zbtLeaf **leaves; /* By id; a free id holds (next free id << 1) | 1. */
-    uint32_t nids, idcap, freeid;
-    size_t bytes; /* Allocated bytes but the index's. */
+    size_t bytes;     /* Allocated bytes but the index's. */
     zmi *index;
     /* Bulk appends: the end leaf whose count and minimum are not yet
      * carried up, and where the tail's last entry is (offset, and the score
@@ -190,9 +190,7 @@ struct zbt {
     zbtLeaf *pendingLeaf;
     unsigned long pendingCount;
     uint64_t version, lastVersion;
-    uint16_t lastOff;
     double lastPrev;
-    int appendDir;
     /* The entry last found or positioned on, valid while foundVersion ==
      * version: a write usually follows a read of the same member (ZINCRBY,
      * ZADD of an existing member, ZPOPMIN), and takes it from here rather
@@ -200,9 +198,13 @@ struct zbt {
      * compared before the entry is used. */
     uint64_t foundVersion, foundHash;
     zbtLeaf *foundLeaf;
-    uint16_t foundIdx, foundOff, foundPrevOff;
-    uint8_t foundHashed;
     double foundPrev;
+    uint32_t nids, idcap, freeid;
+    int appendDir;
+    uint16_t lastOff;
+    uint16_t foundIdx, foundOff, foundPrevOff;
+    uint8_t height; /* 0 when the root is a leaf. */
+    uint8_t foundHashed;
 };
 
 /* --- Entries --- */
