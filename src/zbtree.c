@@ -63,6 +63,9 @@
  * 0x24 0x01 'm' ':' '4' '2' (D8, length 4, delta 1).
  *
  * Multi-byte fields are in host byte order: leaves are never persisted.
+ * Entries are decoded where they lie in their leaf, never from a copy: a
+ * score is read as the eight bytes that end with it, which for the first
+ * entry reach back into the leaf's header.
  *
  * Inner nodes
  * -----------
