@@ -297,7 +297,6 @@ static inline void putLow(unsigned char *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-
 static size_t encode(unsigned char *p, double prev, const item *it) {
     uint64_t d = 0;
     int sc = scoreCode(prev, it->score, &d);
