@@ -276,12 +276,15 @@ static void segResize(zmi *ix, uint32_t di, size_t count) {
  * flipped) when together they fit half a segment and that saves memory. */
 static void segMergeBuddy(zmi *ix, uint32_t di) {
     segment *s = ix->dir[di].seg;
-    if (s->depth == 0) return;
+    /* Decided on s alone where it can be: almost every delete leaves s too
+     * full to merge, and the buddy's header is a cache miss. */
+    if (s->depth == 0 || capFor(s->count) > ZMI_SEG_MAX_CAP / 2) return;
     uint32_t span = dirSpan(ix, s);
     uint32_t first = dirFirst(ix, s, di);
     uint32_t buddyFirst = first ^ span;
+    if (ix->dir[buddyFirst].depth != s->depth) return;
     segment *b = ix->dir[buddyFirst].seg;
-    if (b->depth != s->depth || capFor(s->count + b->count) > ZMI_SEG_MAX_CAP / 2) return;
+    if (capFor(s->count + b->count) > ZMI_SEG_MAX_CAP / 2) return;
     if ((uint64_t)capFor(s->count + b->count) * 4 > ((uint64_t)s->cap + b->cap) * 3) return;
 
     segment *lo = first < buddyFirst ? s : b, *hi = first < buddyFirst ? b : s;
