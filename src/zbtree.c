@@ -1140,10 +1140,13 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         return;
     }
 
-    /* At an end, with no room beyond it: a leaf of its own. */
+    /* After the end of a full leaf, or before its front with no room
+     * beyond: a leaf of its own. Sharing would move entries, and re-point
+     * their index slots, that ascending runs (a queue's producers, each
+     * after its own last entry) would move again at their next insert. */
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
     zbtLeaf *beyond = atEnd ? l->next : atFront ? l->prev : NULL;
-    if ((atEnd || atFront) && (!beyond || beyond->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD)) {
+    if (atEnd || (atFront && (!beyond || beyond->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD))) {
         /* Whole at the tree's edges: the next inserts likely come here. */
         int edge = atEnd ? !l->next : !l->prev;
         zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
