@@ -98,9 +98,10 @@
  *
  * An entry that fits its leaf is spliced in (the next entry is re-encoded,
  * as its delta changes). When it does not fit:
- * - At the end of a leaf with no room after it, a new leaf takes the entry
- *   alone (and at the front, likewise): sequential inserts, ascending or
- *   descending, leave every leaf full.
+ * - After the end of the leaf, a new leaf takes the entry alone (and before
+ *   its front, likewise, when the leaf before has no room): sequential
+ *   inserts, ascending or descending, leave every leaf full, and so do
+ *   ascending runs inside the tree (a queue's producers).
  * - Else, shared with a sibling: when the leaf and its neighbour (the one
  *   with more room) fit in two leaves with room to spare, their entries
  *   are spread evenly over both.
