@@ -1038,7 +1038,7 @@ W_TEXT = {
           "members (includes the per-key cost). Then `ZRANGEBYSCORE zk:{random} lo lo+range/8` (about 1/8 of "
           "the members) from 50 connections, pipeline 1. Last rows: one key of 20-byte random members "
           "inserted with increasing scores (sequential) and with random scores.",
-    "W5": "One sorted set `z` of members `m:{i}` with random integer scores, loaded fresh for every round. "
+    "W5": "One sorted set `z` of members `m:{i}` with random integer scores, loaded once into each server; the servers run at the same time and take short turns. "
           "Each operation runs on 50 connections at pipeline 1 and 16 (closed loop); latency is the round "
           "trip of one pipeline. Random members for ZSCORE/ZRANK/ZREVRANK/ZADD/ZINCRBY; ZRANGE by rank of "
           "10 and 100 members at a random start; `ZRANGEBYSCORE z lo +inf LIMIT 0 10`; churn is ZREM of a "
