@@ -1146,8 +1146,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
      * their index slots, that ascending runs (a queue's producers, each
      * after its own last entry) would move again at their next insert. */
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
-    zbtLeaf *beyond = atEnd ? l->next : atFront ? l->prev : NULL;
-    if (atEnd || (atFront && (!beyond || beyond->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD))) {
+    if (atEnd || (atFront && (!l->prev || l->prev->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD))) {
         /* Whole at the tree's edges: the next inserts likely come here. */
         int edge = atEnd ? !l->next : !l->prev;
         zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
