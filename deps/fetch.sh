@@ -80,11 +80,35 @@ download() {
   Move the pin in deps/valkey.pin to what it carries (README: 'Moving to a newer upstream')."
 
     # shellcheck disable=SC2046
-    (cd "$DL" && apt-get $(apt_opts) -qq source --download-only "$DEBIAN_SOURCE=$version" >"$APT/source.log" 2>&1) || {
-        sed 's/^/  /' "$APT/source.log" >&2
-        die "apt-get could not download $DEBIAN_SOURCE $version; nothing was built. Retry later."
-    }
-    echo "Downloaded $DEBIAN_SOURCE $version." >&2
+    if (cd "$DL" && apt-get $(apt_opts) -qq source --download-only "$DEBIAN_SOURCE=$version" >"$APT/source.log" 2>&1); then
+        echo "Downloaded $DEBIAN_SOURCE $version." >&2
+        return
+    fi
+    sed 's/^/  /' "$APT/source.log" >&2
+    echo "apt-get could not download $DEBIAN_SOURCE $version; trying the pinned $DEBIAN_FALLBACK_VERSION." >&2
+    download_fallback "$mirror" || die "neither $version nor $DEBIAN_FALLBACK_VERSION could be downloaded; nothing was built. Retry later."
+}
+
+# The pinned fallback revision's packaging tarball (and the orig tarball if
+# missing), straight from the pool by apt's downloader, each checked against
+# its pinned sha256.
+download_fallback() {
+    local mirror=$1 pool deb
+    pool="$mirror/pool/main/${DEBIAN_SOURCE:0:1}/$DEBIAN_SOURCE"
+    deb="${DEBIAN_SOURCE}_${DEBIAN_FALLBACK_VERSION}.debian.tar.xz"
+    fetch_checked "$pool/$(urlencode "$deb")" "$DL/$deb" "$DEBIAN_FALLBACK_SHA256" || return 1
+    orig_ok || fetch_checked "$pool/$(urlencode "$ORIG_TARBALL")" "$DL/$ORIG_TARBALL" "$ORIG_SHA256" || return 1
+    echo "Downloaded $DEBIAN_SOURCE $DEBIAN_FALLBACK_VERSION." >&2
+}
+
+urlencode() { sed 's/+/%2b/g' <<<"$1"; }
+
+fetch_checked() {
+    rm -f "$2"
+    /usr/lib/apt/apt-helper -qq download-file "$1" "$2" "SHA256:$3" >"$APT/fallback.log" 2>&1 && return 0
+    sed 's/^/  /' "$APT/fallback.log" >&2
+    rm -f "$2"
+    return 1
 }
 
 if [ "${FETCH_REFRESH:-0}" = 1 ] || ! orig_ok || [ -z "$(cached_debian_tarball)" ]; then
