@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "zbt_diff.h"
+#include "zmindex.h"
 
 /* --- Helpers --- */
 
@@ -609,6 +610,34 @@ static void runDiff(uint64_t seed, long ops, int lexMode, int checkEvery) {
     free(st);
 }
 
+/* Uniform hashes fill every segment of the member index at the same rate.
+ * Its rebuilds must not all come in one burst (the W1 stall at 40M and 48M
+ * members): the bytes it allocates grow, interval by interval, close to
+ * their mean growth. With one full load for all segments the largest
+ * interval's growth was 5x the mean; with the spread it is about 2.2x. */
+static void test_index_grows_without_bursts(void **state) {
+    (void)state;
+    const long n = 2000000, intervals = 64;
+    zmi *ix = zmiCreate(0);
+    uint64_t x = 7;
+    size_t last = 0, atQuarter = 0, most = 0;
+    for (long i = 1; i <= n; i++) {
+        uint64_t z = (x += 0x9E3779B97F4A7C15ULL); /* splitmix64 */
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        zmiInsert(ix, z ^ (z >> 31), (uint32_t)(i / 40 + 1));
+        if (i % (n / intervals)) continue;
+        size_t bytes = zmiAllocSize(ix);
+        if (i == n / 4) atQuarter = bytes;
+        if (i > n / 4 && bytes > last && bytes - last > most) most = bytes - last;
+        last = bytes;
+    }
+    assert_null(zmiCheck(ix));
+    double mean = (double)(last - atQuarter) / (intervals * 3 / 4);
+    if (most > 3 * mean) fail_msg("an interval grew the index by %.2fx the mean", most / mean);
+    zmiFree(ix);
+}
+
 /* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
 static long diffOps(long ops) {
     const char *env = getenv("ZBT_DIFF_OPS");
@@ -647,6 +676,7 @@ int main(void) {
         cmocka_unit_test(test_bulk_append_both_ways),
         cmocka_unit_test(test_defrag_moves_everything),
         cmocka_unit_test(test_scan_visits_each_member_once),
+        cmocka_unit_test(test_index_grows_without_bursts),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };
