@@ -95,8 +95,8 @@
  * segments of 20-24 KiB each, the server a third slower for a million
  * inserts). Spread, the same rebuilds come over five million or more. It
  * costs memory: a lower full load on average, about 0.3 bytes a member
- * (from 1M to 8M members, 9.20 before, 9.53 with the spread; a flat 95%
- * spread down to 86% cost 0.5). The spread stays above the build load, so
+ * (from 1M to 8M members, 9.20 before, 9.53 with the spread; 95% to 86%
+ * cost 0.5). The spread stays above the build load, so
  * a rebuild always grows the segment. */
 #define ZMI_MAX_LOAD_PERMILLE 970
 #define ZMI_LOAD_SPREAD_PERMILLE 100
