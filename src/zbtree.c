@@ -21,15 +21,21 @@
  *
  * A leaf is one allocation of at most ZBT_LEAF_BYTES:
  *
- *    +--------+------+------+----+------+-------+-------+---------------------+
- *    | parent | prev | next | id | used | count | alloc | entries ... | free  |
- *    +--------+------+------+----+------+-------+-------+---------------------+
- *       8       8      8      4     2      2       2     up to ZBT_LEAF_BYTES - 34
+ *    +--------+------+------+----+------+-------+-------+-----+-------------+------+
+ *    | parent | prev | next | id | used | count | alloc | run | entries ... | free |
+ *    +--------+------+------+----+------+-------+-------+-----+-------------+------+
+ *       8       8      8      4     2      2       2      1    up to ZBT_LEAF_BYTES - 35
  *
  * sized to its entries: the allocator's size class of what they take (so a
  * leaf wastes at most one class step), grown by realloc as entries arrive
  * and shrunk when they go. Leaves at the tree's edges, where sequential
  * inserts arrive, are allocated whole.
+ *
+ * `run` says where the leaf's last insert went, to find runs of inserts
+ * (below): bits 6..0 are one more than its index (0 for none, or past
+ * 126), bit 7 is set when it went right after or right before the insert
+ * before it. It is a hint: a wrong one only makes a full leaf split in
+ * another place.
  *
  * Entries follow each other with no gap, in order. An entry is
  *
@@ -100,8 +106,13 @@
  * as its delta changes). When it does not fit:
  * - After the end of the leaf, a new leaf takes the entry alone (and before
  *   its front, likewise, when the leaf before has no room): sequential
- *   inserts, ascending or descending, leave every leaf full, and so do
- *   ascending runs inside the tree (a queue's producers).
+ *   inserts, ascending or descending, leave every leaf full.
+ * - Else, inside a run, cut at the entry: when the leaf's last insert went
+ *   just before (or just after) this one, the leaf is split there. Runs
+ *   inside the tree are a queue's producers, each after its own last
+ *   entry. Spread evenly, the place a run inserts at would stay inside a
+ *   full leaf, and every few inserts would move its neighbours' entries
+ *   again; cut, the run goes on at a leaf's end, as above.
  * - Else, shared with a sibling: when the leaf and its neighbour (the one
  *   with more room) fit in two leaves with room to spare, their entries
  *   are spread evenly over both.
@@ -151,6 +162,7 @@ struct zbtLeaf {
     uint16_t used;
     uint16_t count;
     uint16_t alloc; /* Bytes allocated: asking the allocator costs a miss. */
+    uint8_t run;    /* Where the last insert went (see above). */
     unsigned char data[];
 };
 
@@ -427,6 +439,7 @@ static zbtLeaf *leafNew(zbt *t, size_t payload) {
     l->parent = NULL;
     l->prev = l->next = NULL;
     l->used = l->count = 0;
+    l->run = 0;
     if (t->freeid) {
         l->id = t->freeid;
         t->freeid = (uint32_t)((uintptr_t)t->leaves[l->id] >> 1);
@@ -848,16 +861,16 @@ static int planLeaves(const item *items, const uint16_t *seq, int n, int m, int 
     return start == n ? j : -1;
 }
 
-/* Lays items (sorted, from the leaves src[0..nsrc), in chain order, plus
- * any new ones) out over up to m leaves: the sources in order, then new
- * leaves after the last source. Sources left empty are removed. Then fixes
- * counts, minimums and index slots. */
-static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) {
-    int cut[8], used;
-    uint16_t seq[2 * LEAF_PAYLOAD + 1];
+static void itemSeq(const item *items, int n, uint16_t *seq) {
     for (int i = 0; i < n; i++) seq[i] = (uint16_t)itemSize(i ? items[i - 1].score : 0.0, &items[i]);
-    while ((used = planLeaves(items, seq, n, m, cut)) < 0) m++;
-    assert(m <= 7);
+}
+
+/* Lays items (sorted, from the leaves src[0..nsrc), in chain order, plus
+ * any new ones) out over `used` leaves, leaf j taking items [cut[j],
+ * cut[j+1]): the sources in order, then new leaves after the last source.
+ * Sources left empty are removed. Then fixes counts, minimums and index
+ * slots. */
+static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const uint16_t *seq, const int *cut, int used) {
     zbtLeaf *tl[8];
     uint16_t oldCount[8];
     for (int j = 0; j < nsrc; j++) oldCount[j] = src[j]->count;
@@ -865,6 +878,7 @@ static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) 
         size_t need = itemSize(0.0, &items[cut[j]]);
         for (int i = cut[j] + 1; i < cut[j + 1]; i++) need += seq[i];
         zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
+        l->run = 0;
         size_t off = 0;
         for (int i = cut[j]; i < cut[j + 1]; i++)
             off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
@@ -903,6 +917,17 @@ static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) 
     }
     for (int j = used; j < nsrc; j++)
         if (t->height > 0) leafRemove(t, src[j]);
+}
+
+/* layOut over as few leaves as hold the items, m or more, as evenly as
+ * they fit. */
+static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) {
+    int cut[8], used;
+    uint16_t seq[2 * LEAF_PAYLOAD + 1];
+    itemSeq(items, n, seq);
+    while ((used = planLeaves(items, seq, n, m, cut)) < 0) m++;
+    assert(m <= 7);
+    layOut(t, src, nsrc, items, n, seq, cut, used);
 }
 
 /* A leaf below the minimum fill is merged with a neighbour, or evens out
@@ -1120,9 +1145,65 @@ static void touch(zbt *t) {
 
 /* --- Inserting --- */
 
+#define RUN_INDEX 0x7f
+#define RUN_STREAK 0x80
+
+/* The run field of a leaf whose last insert went to index idx. */
+static inline uint8_t runAt(int idx, int streak) {
+    return (uint8_t)((idx < RUN_INDEX ? idx + 1 : 0) | (streak ? RUN_STREAK : 0));
+}
+
+/* Does an insert at idx go right after or right before the last one? */
+static inline int nextToLast(const zbtLeaf *l, int idx) {
+    int last = l->run & RUN_INDEX;
+    return last && (idx == last || idx + 1 == last);
+}
+
+/* ... and did the last one too: a run, not chance. */
+static inline int inRun(const zbtLeaf *l, int idx) { return (l->run & RUN_STREAK) && nextToLast(l, idx); }
+
+/* leafItems, with `it` put at index idx. */
+static int leafItemsWith(const zbtLeaf *l, unsigned char *buf, item *out, int idx, const item *it) {
+    int k = leafItems(l, buf, out);
+    memmove(out + idx + 1, out + idx, (k - idx) * sizeof(item));
+    out[idx] = *it;
+    out[idx].from = 0;
+    return k + 1;
+}
+
+/* Splits the full leaf of p at `it`, which a run of inserts puts next to
+ * the leaf's last insert: after it (ascending), the run goes on at the end
+ * of the left leaf; before it (descending), at the front of the right one.
+ * Returns 0, and changes nothing, when a side would not fit in a leaf. */
+static int cutRun(zbt *t, pos *p, item *it, unsigned char *bytes, item *items) {
+    zbtLeaf *l = p->leaf;
+    int ascending = p->idx == (l->run & RUN_INDEX);
+    int n = leafItemsWith(l, bytes, items, p->idx, it);
+    int cut[3] = {0, ascending ? p->idx + 1 : p->idx, n};
+    uint16_t seq[LEAF_PAYLOAD + 1];
+    itemSeq(items, n, seq);
+    size_t left = 0, right = itemSize(0.0, &items[cut[1]]);
+    for (int i = 0; i < cut[1]; i++) left += seq[i];
+    for (int i = cut[1] + 1; i < n; i++) right += seq[i];
+    if (left > LEAF_PAYLOAD || right > LEAF_PAYLOAD) return 0;
+    zbtLeaf *src[1] = {l};
+    layOut(t, src, 1, items, n, seq, cut, 2);
+    if (ascending) src[0]->run = runAt(p->idx, 1);
+    else src[0]->next->run = runAt(0, 1);
+    return 1;
+}
+
 /* Inserts it (whose member is not in the set) at position p. */
 static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     zbtLeaf *l = p->leaf;
+    /* A key between two leaves is placed at the end of the first
+     * (descendKey); a descending run goes on at the front of the second. */
+    if (p->idx == l->count && l->next && inRun(l->next, 0)) {
+        l = p->leaf = l->next;
+        p->idx = p->off = p->prevOff = 0;
+        p->prev = 0.0;
+        decode(l->data, 0.0, &p->it);
+    }
     unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
     size_t newSize = encode(buf, p->prev, it), oldSize = 0;
     if (p->idx < l->count) {
@@ -1135,6 +1216,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         memcpy(l->data + p->off, buf, newSize);
         l->used += newSize - oldSize;
         l->count++;
+        l->run = runAt(p->idx, nextToLast(l, p->idx));
         addCount(l, 1);
         if (p->idx == 0) fixMin(l, 1);
         zmiInsert(t->index, h, l->id);
@@ -1146,16 +1228,22 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
      * their index slots, that ascending runs (a queue's producers, each
      * after its own last entry) would move again at their next insert. */
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
-    if (atEnd || (atFront && (!l->prev || l->prev->used + itemSize(0.0, it) + 9 > LEAF_PAYLOAD))) {
+    int frontRoom = atFront && l->prev && l->prev->used + itemSize(0.0, it) + 9 <= LEAF_PAYLOAD;
+    if (atEnd || (atFront && (!frontRoom || inRun(l, 0)))) {
         /* Whole at the tree's edges: the next inserts likely come here. */
         int edge = atEnd ? !l->next : !l->prev;
         zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
         r->used = (uint16_t)encode(r->data, 0.0, it);
         r->count = 1;
+        r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
         zmiInsert(t->index, h, r->id);
         return;
     }
+
+    unsigned char bytes[2 * LEAF_PAYLOAD];
+    item items[2 * LEAF_PAYLOAD + 1];
+    if (p->idx > 0 && inRun(l, p->idx) && cutRun(t, p, it, bytes, items)) return;
 
     /* Share with the neighbour with more room, or split. */
     zbtLeaf *src[2];
@@ -1168,20 +1256,11 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         src[0] = nb == l->prev ? nb : l;
         src[1] = nb == l->prev ? l : nb;
     }
-    unsigned char bytes[2 * LEAF_PAYLOAD];
-    item items[2 * LEAF_PAYLOAD + 1];
     int n = 0;
     size_t total = 0;
     for (int j = 0; j < nsrc; j++) {
-        int k = leafItems(src[j], bytes + total, items + n);
-        if (src[j] == l) {
-            /* Make room for the new entry at its index. */
-            memmove(items + n + p->idx + 1, items + n + p->idx, (k - p->idx) * sizeof(item));
-            items[n + p->idx] = *it;
-            items[n + p->idx].from = 0;
-            k++;
-        }
-        n += k;
+        n += src[j] == l ? leafItemsWith(l, bytes + total, items + n, p->idx, it)
+                         : leafItems(src[j], bytes + total, items + n);
         total += src[j]->used;
     }
     int m = nsrc;
@@ -1231,6 +1310,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     memcpy(l->data + p->off, buf, newSize);
     l->used -= oldSize - newSize;
     l->count--;
+    l->run = 0;
     t->length--;
     addCount(l, -1);
     if (p->idx == 0) fixMin(l, 1);

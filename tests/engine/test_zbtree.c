@@ -416,9 +416,10 @@ static void test_fill_and_sparse_leaves(void **state) {
 }
 
 /* A queue: the lowest entries popped while 50 producers append after
- * their own last entry (W5's ZPOPMIN + ZADD), and the same from the top.
- * The end leaves drain without being merged or evened out; everything else
- * keeps its invariants and its fill. */
+ * their own last entry (W5's ZPOPMIN + ZADD), and the same from the top
+ * with descending producers. The end leaves drain without being merged or
+ * evened out; everything else keeps its invariants, and the runs of the
+ * producers leave full leaves behind. */
 static void test_queue_pops_at_both_ends(void **state) {
     (void)state;
     unsigned char m[64];
@@ -449,7 +450,10 @@ static void test_queue_pops_at_both_ends(void **state) {
         assert_int_equal(zbtLength(t), n);
         zbtStats st;
         zbtGetStats(t, &st);
-        assert_true(st.payloadUsed * 5 >= st.leaves * (ZBT_LEAF_BYTES - 34) * 2);
+        /* Every producer goes on at a leaf's end, so the leaves behind
+         * them are full (evened out, they were 72-78% full). */
+        double fill = (double)st.payloadUsed / (double)(st.leaves * (ZBT_LEAF_BYTES - 35));
+        if (fill < 0.9) fail_msg("%s producers left the leaves %.2f full", top ? "descending" : "ascending", fill);
         zbtFree(t);
     }
 }
