@@ -1408,6 +1408,25 @@ int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
     return insertNew(t, score, m, len, NULL, h);
 }
 
+int zbtScoreOrMiss(zbt *t, const unsigned char *m, size_t len, double *score, zbtMiss *miss) {
+    pos p;
+    uint64_t h;
+    if (lookup(t, m, len, &h, &p)) {
+        *score = p.it.score;
+        return 1;
+    }
+    miss->hash = h;
+    miss->version = t->version;
+    return 0;
+}
+
+int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss) {
+    if (isnan(score)) return ZBT_ERR_NAN;
+    assert(miss->version == t->version);
+    touch(t);
+    return insertNew(t, score, m, len, NULL, miss->hash);
+}
+
 int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
     uint64_t h;
     pos p;

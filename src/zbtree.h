@@ -83,6 +83,17 @@ void zbtSetHashSeed(const uint8_t seed[16]);
 int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c);
 int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
+
+/* ZADD's check and insert with one hash and one probe of the index:
+ * zbtScore that, when the member is missing, fills a zbtMiss with which
+ * zbtInsertMissing adds that same member, as long as nothing wrote to the
+ * tree in between. */
+typedef struct zbtMiss {
+    uint64_t hash, version;
+} zbtMiss;
+
+int zbtScoreOrMiss(zbt *t, const unsigned char *m, size_t len, double *score, zbtMiss *miss);
+int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss);
 int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score);
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank);

@@ -267,10 +267,13 @@ static const char *diffStep(diffState *st, reader *r) {
     switch (op) {
     case 0:
     case 1:
-    case 2: { /* insert */
-        double s = rdScore(r);
+    case 2: { /* insert; op 2 as ZADD does, through zbtScoreOrMiss */
+        double s = rdScore(r), old;
         size_t len = rdMember(r, md, mb);
-        int ret = zbtInsert(t, s, mb, len);
+        zbtMiss miss;
+        int ret;
+        if (op < 2) ret = zbtInsert(t, s, mb, len);
+        else ret = zbtScoreOrMiss(t, mb, len, &old, &miss) ? ZBT_ERR_DUP : zbtInsertMissing(t, s, mb, len, &miss);
         long i = mFind(md, mb, len);
         DIFF_EXPECT(ret == (i >= 0 ? ZBT_ERR_DUP : ZBT_OK), "insert", ret, i);
         if (i < 0) mInsert(md, s, mb, len);
