@@ -1197,8 +1197,10 @@ static int cutRun(zbt *t, pos *p, item *it, unsigned char *bytes, item *items) {
 static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     zbtLeaf *l = p->leaf;
     /* A key between two leaves is placed at the end of the first
-     * (descendKey); a descending run goes on at the front of the second. */
-    if (p->idx == l->count && l->next && inRun(l->next, 0)) {
+     * (descendKey); a descending run goes on at the front of the second.
+     * An ascending run at the end of this leaf skips the look, as the next
+     * leaf's header is a miss on each of its inserts. */
+    if (p->idx == l->count && !inRun(l, p->idx) && l->next && inRun(l->next, 0)) {
         l = p->leaf = l->next;
         p->idx = p->off = p->prevOff = 0;
         p->prev = 0.0;
