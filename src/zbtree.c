@@ -1011,25 +1011,62 @@ static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len,
     return 0;
 }
 
-/* Members of one length, equal? The last eight bytes first: members of a
- * set tend to share a prefix ("user:", "m:000") and differ at the end. */
-static inline int sameMember(const unsigned char *a, const unsigned char *b, size_t len) {
-    if (len >= 8) {
-        uint64_t x, y;
-        memcpy(&x, a + len - 8, 8);
-        memcpy(&y, b + len - 8, 8);
-        return x == y && memcmp(a, b, len - 8) == 0;
+/* The last eight bytes of a member as they lie in memory, and which of
+ * them are the member's: a member shorter than eight bytes takes the high
+ * end and the rest is masked off (whatever precedes it in the leaf). */
+typedef struct memberTail {
+    uint64_t bytes, mask;
+} memberTail;
+
+static memberTail tailOf(const unsigned char *m, size_t len) {
+    unsigned char b[8] = {0}, k[8] = {0};
+    size_t n = len < 8 ? len : 8;
+    memcpy(b + 8 - n, m + len - n, n);
+    memset(k + 8 - n, 0xff, n);
+    memberTail t;
+    memcpy(&t.bytes, b, 8);
+    memcpy(&t.mask, k, 8);
+    return t;
+}
+
+/* The entry of l whose member is m, in one pass with no branch but the one
+ * taken when a candidate turns up: an entry is one when its length and
+ * (inline) its last eight bytes agree, read where they end the entry (for
+ * the first entries that reaches back into the header, masked off). Only a
+ * candidate's bytes are compared. Branching on the length first cost a
+ * mispredicted jump per entry when members of a few lengths mix (ZSCORE of
+ * 20,000 members "m:0".."m:19999": a quarter of the lookup). The scores are
+ * carried along: they are deltas. */
+static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, memberTail tail, pos *p) {
+    size_t off = 0, prevOff = 0;
+    double prev = 0.0;
+    for (int idx = 0, count = l->count; idx < count; idx++) {
+        const unsigned char *q = l->data + off, *em;
+        size_t elen, size = peekMember(q, &em, &elen);
+        uint64_t last;
+        memcpy(&last, q + size - 8, 8);
+        int ool = (q[0] & 31) == LEN_OOL;
+        if ((elen == len) & (ool | (((last ^ tail.bytes) & tail.mask) == 0)) && memcmp(em, m, len) == 0) {
+            p->leaf = l;
+            p->idx = (uint16_t)idx;
+            p->off = (uint16_t)off;
+            p->prevOff = (uint16_t)prevOff;
+            p->prev = prev;
+            decode(q, prev, &p->it);
+            return 1;
+        }
+        prev = entryScore(q, q[0] >> 5, prev);
+        prevOff = off;
+        off += size;
     }
-    for (size_t i = 0; i < len; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
+    return 0;
 }
 
 /* Finds the member through the index: each leaf the index names for its
- * hash is scanned once, the scores carried along (they are deltas) and the
- * members compared by length first. */
+ * hash is scanned once. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
     zmiIter iter;
+    memberTail tail = tailOf(m, len);
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
         zbtLeaf *l = t->leaves[id];
         /* The scan reads most of the leaf: its first three quarters are
@@ -1040,24 +1077,7 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)l + line);
         size_t end = offsetof(zbtLeaf, data) + l->used;
         for (size_t line = LEAF_AHEAD; line < end; line += 64) __builtin_prefetch((const char *)l + line);
-        size_t off = 0, prevOff = 0;
-        double prev = 0.0;
-        for (int idx = 0, count = l->count; idx < count; idx++) {
-            const unsigned char *q = l->data + off, *em;
-            size_t elen, size = peekMember(q, &em, &elen);
-            if (elen == len && sameMember(em, m, len)) {
-                p->leaf = l;
-                p->idx = (uint16_t)idx;
-                p->off = (uint16_t)off;
-                p->prevOff = (uint16_t)prevOff;
-                p->prev = prev;
-                decode(q, prev, &p->it);
-                return 1;
-            }
-            prev = entryScore(q, q[0] >> 5, prev);
-            prevOff = off;
-            off += size;
-        }
+        if (leafFindMember(l, m, len, tail, p)) return 1;
     }
     return 0;
 }
