@@ -2066,40 +2066,46 @@ static void defragMembers(zbtLeaf *l, void *(*fn)(void *)) {
     }
 }
 
-/* Moves a node and all below it, left to right; returns its address. */
-static void *defragNode(zbt *t, void *node, int level, void *(*fn)(void *)) {
-    void *moved = fn(node);
-    if (moved) node = moved;
-    if (level == 0) {
-        zbtLeaf *l = node;
-        if (moved) {
-            t->leaves[l->id] = l;
-            if (l->prev) l->prev->next = l;
-            else t->head = l;
-            if (l->next) l->next->prev = l;
-            else t->tail = l;
-        }
-        defragMembers(l, fn);
-        return l;
-    }
-    zbtInner *in = node;
+/* Moves an inner node and the inner nodes below it; returns its address.
+ * Leaves are left to zbtDefragLeaves, but take their new parent here. */
+static void *defragInner(void *node, int level, void *(*fn)(void *)) {
+    zbtInner *moved = fn(node), *in = moved ? moved : node;
     for (int i = 0; i < in->n; i++) {
-        kids(in)[i] = defragNode(t, kids(in)[i], level - 1, fn);
-        setParent(kids(in)[i], level == 1, in);
+        if (level > 1) kids(in)[i] = defragInner(kids(in)[i], level - 1, fn);
+        if (moved) setParent(kids(in)[i], level == 1, in);
     }
     return in;
 }
 
-zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
+zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
     touch(t);
-    t->root = defragNode(t, t->root, t->height, fn);
-    setParent(t->root, t->height == 0, NULL);
+    if (t->height) t->root = defragInner(t->root, t->height, fn);
     zbtLeaf **leaves = fn(t->leaves);
     if (leaves) t->leaves = leaves;
     zmiDefrag(t->index, fn);
     zmi *ix = fn(t->index);
     if (ix) t->index = ix;
     return fn(t);
+}
+
+uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void *)) {
+    touch(t);
+    uint32_t id = from ? from : 1;
+    for (; count && id < t->nids; count--, id++) {
+        zbtLeaf *l = t->leaves[id];
+        if ((uintptr_t)l & 1) continue; /* A free id. */
+        zbtLeaf *moved = fn(l);
+        if (moved) leafMoved(t, l, moved), l = moved;
+        defragMembers(l, fn);
+    }
+    return id < t->nids ? id : 0;
+}
+
+zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
+    zbt *moved = zbtDefragShell(t, fn);
+    if (moved) t = moved;
+    zbtDefragLeaves(t, 0, UINT32_MAX, fn);
+    return moved;
 }
 
 /* --- Statistics --- */

@@ -140,6 +140,13 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
  * tree's new address, or NULL if the tree struct did not move. */
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *));
 
+/* The same in steps, for a big tree (upstream's defrag-later): first the
+ * tree's struct, inner nodes, leaf table and index, then its leaves by id,
+ * count ids a call, from 0 until it returns 0. The tree may change between
+ * the steps: a leaf that comes after a step is simply not visited. */
+zbt *zbtDefragShell(zbt *t, void *(*fn)(void *));
+uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void *));
+
 /* Where the bytes of a tree go, for DEBUG and the benchmarks. */
 typedef struct zbtStats {
     size_t leaves, inners, height;

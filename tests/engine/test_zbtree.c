@@ -537,6 +537,23 @@ static void test_defrag_moves_everything(void **state) {
     assert_int_equal(zbtAllocSize(t), bytes);
     double s;
     assert_true(zbtScore(t, m, name(m, "defrag-", 12345), &s) && s == 45.0);
+
+    /* In steps, with the set changing between them: leaves split, merge
+     * and free their ids under the walk by id. */
+    moved = zbtDefragShell(t, moveAlloc);
+    if (moved) t = moved;
+    check(t);
+    long steps = 0, added = 30000;
+    uint32_t at = 0;
+    do {
+        at = zbtDefragLeaves(t, at, 7, moveAlloc);
+        for (int k = 0; k < 5; k++, added++) zbtInsert(t, (double)(added % 300), m, name(m, "defrag-", added));
+        for (int k = 0; k < 5; k++) zbtDelete(t, m, name(m, "defrag-", steps * 5 + k), &s);
+        steps++;
+        check(t);
+    } while (at);
+    assert_true(steps > 100);
+    assert_true(zbtScore(t, m, name(m, "defrag-", 12345), &s) && s == 45.0);
     zbtFree(t);
 }
 

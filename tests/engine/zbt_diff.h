@@ -184,6 +184,8 @@ typedef struct diffState {
     zbtCursor cur;
     char err[256];
     unsigned long ops;
+    int defragging;    /* A defrag in steps is under way, */
+    uint32_t defragAt; /* to go on from this leaf id. */
 } diffState;
 
 /* Compares the engine's entries from cursor c on, k of them, with the
@@ -264,6 +266,10 @@ static const char *diffStep(diffState *st, reader *r) {
     model *md = &st->md;
     uint8_t op = rdByte(r) % 16;
     st->ops++;
+    if (st->defragging) {
+        st->defragAt = zbtDefragLeaves(t, st->defragAt, rdByte(r) % 4 + 1, diffMove);
+        st->defragging = st->defragAt != 0;
+    }
     switch (op) {
     case 0:
     case 1:
@@ -431,9 +437,12 @@ static const char *diffStep(diffState *st, reader *r) {
             const char *err = diffWalk(st, &st->cur, (long)md->n - 1, 3, 1);
             if (err) return err;
         }
-        if (rdByte(r) < 32) {
-            zbt *moved = zbtDefrag(t, diffMove);
+        uint8_t defrag = rdByte(r);
+        if (defrag < 32) { /* all at once, or in steps between the next ops */
+            zbt *moved = defrag & 1 ? zbtDefrag(t, diffMove) : zbtDefragShell(t, diffMove);
             if (moved) st->t = t = moved;
+            st->defragging = !(defrag & 1);
+            st->defragAt = 0;
         }
         if (rdByte(r) < 32) {
             const char *err = diffScan(st, rdByte(r) % 50 + 1);
