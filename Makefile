@@ -60,7 +60,7 @@ test: test-unit test-tcl test-modules
 test-unit: all test-deps
 	+$(MAKE) -C $(TREE)/src -j$(JOBS) valkey-unit-tests
 	cd $(TREE)/src && ./valkey-unit-tests
-	+$(MAKE) test-engine test-engine-san
+	+$(MAKE) test-engine test-engine-san test-engine-memory
 
 # The suite runs the reference build next to ours (integration/fork-compat,
 # and the cluster and fault tests compare with it).
