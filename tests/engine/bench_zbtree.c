@@ -269,6 +269,17 @@ static void speedRun(long n, double *ns) {
     free(order);
 }
 
+static void speedReport(long n) {
+    double runs[OP_COUNT][3];
+    for (int r = 0; r < 3; r++) {
+        double ns[OP_COUNT];
+        speedRun(n, ns);
+        for (int op = 0; op < OP_COUNT; op++) runs[op][r] = ns[op];
+    }
+    printf("\nSpeed at %ld members (ns per operation, median of 3 runs)\n", n);
+    for (int op = 0; op < OP_COUNT; op++) printf("  %-40s %8.0f ns\n", opName[op], median3(runs[op]));
+}
+
 int main(void) {
     uint8_t seed[16] = "engine benchmark";
     zbtSetHashSeed(seed);
@@ -295,20 +306,7 @@ int main(void) {
     report("129 members of 10 bytes vs listpack (double scores)", at129d, 1.6, "x");
     report("worst ratio to listpack, 129..100,000 members (integer)", worstI, 1.6, "x");
     report("worst ratio to listpack, 129..100,000 members (double)", worstD, 1.6, "x");
-    if (getenv("BENCH_MEMORY_ONLY")) {
-        printf("\n%s\n", failures ? "Some targets were missed." : "All memory targets met.");
-        return failures ? 1 : 0;
-    }
-
-    long n = (long)(1000000 * (scale < 1 ? 1 : scale));
-    double runs[OP_COUNT][3];
-    for (int r = 0; r < 3; r++) {
-        double ns[OP_COUNT];
-        speedRun(n, ns);
-        for (int op = 0; op < OP_COUNT; op++) runs[op][r] = ns[op];
-    }
-    printf("\nSpeed at %ld members (ns per operation, median of 3 runs)\n", n);
-    for (int op = 0; op < OP_COUNT; op++) printf("  %-40s %8.0f ns\n", opName[op], median3(runs[op]));
+    if (!getenv("BENCH_MEMORY_ONLY")) speedReport((long)(1000000 * (scale < 1 ? 1 : scale)));
     printf("\n%s\n", failures ? "Some targets were missed." : "All memory targets met.");
     return failures ? 1 : 0;
 }
