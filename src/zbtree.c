@@ -1461,15 +1461,16 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
 }
 
 /* Is the entry at p, given a new score, still between its neighbours? Only
- * the neighbour it moves towards can be passed. */
-static int keepsPlace(const pos *p, double score) {
+ * the neighbour it moves towards can be passed. `next` is the entry after
+ * it in its leaf, if any. */
+static int keepsPlace(const pos *p, const item *next, double score) {
     const zbtLeaf *l = p->leaf;
     const unsigned char *m = p->it.m;
     size_t len = p->it.len;
     if (score > p->it.score) {
         item after;
-        if (p->idx + 1 < l->count)
-            decode(l->data + p->off + p->it.size, p->it.score, &after);
+        if (next)
+            after = *next;
         else if (l->next)
             decode(l->next->data, 0.0, &after);
         else
@@ -1498,25 +1499,29 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
     if (sameBits(p.it.score, score)) return 1;
 
     zbtLeaf *l = p.leaf;
-    if (keepsPlace(&p, score)) {
+    item next;
+    int hasNext = p.idx + 1 < l->count;
+    if (hasNext) decode(l->data + p.off + p.it.size, p.it.score, &next);
+    if (keepsPlace(&p, hasNext ? &next : NULL, score)) {
         /* In place: this entry and the next one's delta. */
         unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
         item now = p.it;
         now.score = score;
         size_t oldSize = p.it.size, newSize = encode(buf, p.prev, &now);
-        if (p.idx + 1 < l->count) {
-            item next;
-            decode(l->data + p.off + p.it.size, p.it.score, &next);
+        if (hasNext) {
             oldSize += next.size;
             newSize += encode(buf + newSize, score, &next);
         }
         if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
-            /* Grow before moving the tail, shrink after. */
-            if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
-            memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
+            /* Grow before moving the tail, shrink after; a score stored
+             * in as many bytes as before (a small increment) moves nothing. */
+            if (newSize != oldSize) {
+                if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
+                memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
+                l->used += newSize - oldSize;
+                l = leafFit(t, l, l->used);
+            }
             memcpy(l->data + p.off, buf, newSize);
-            l->used += newSize - oldSize;
-            l = leafFit(t, l, l->used);
             if (p.idx == 0) fixMin(l, 1);
             return 1;
         }
