@@ -656,38 +656,44 @@ class Bench:
     # -- W5: latency and throughput on one sorted set of 1M members
 
     def w5(self):
-        """All servers run at once on the server CPU, each holding the same
-        set, and every figure is measured in turns that take all of them
-        together, each with a client of its own: the servers then share CPU 0
-        and the ratio of their throughputs is that of their CPU time per
-        operation, with a burst of steal time from the host hitting all of
-        them at once. Turns that alternated between the servers instead
-        spread the ZSCORE ratio at P=16 over 0.83-1.22 from one pair of turns
-        to the next on this machine; together, over 0.98-1.05. It holds while
-        the servers, not the clients, are the bottleneck: a note says when
-        the servers left CPU 0 idle."""
+        """Every figure is measured in turns that take all servers together,
+        each with a client of its own: they share CPU 0, so the ratio of their
+        throughputs is that of their CPU time per operation, and a burst of
+        steal time from the host hits all of them at once. Turns that
+        alternated between the servers spread the ZSCORE ratio at P=16 over
+        0.83-1.22 from one pair of turns to the next on this machine;
+        together, over 0.98-1.05. What is left is where each server lies in
+        memory, which moves its figures steadily for as long as it runs:
+        two builds that differ in one prefetch measured a ZSCORE ratio of
+        1.015, then 0.965 after both were started again. So each round
+        starts the servers afresh (and loads the set again): the median of
+        the rounds is over as many placements. It holds while the
+        servers, not the clients, are the bottleneck: a note says when the
+        servers left CPU 0 idle."""
         c = self.cfg
         n = c["w5_n"]
-        with contextlib.ExitStack() as stack:
-            srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
-            for srv in srvs:
-                self.zload(srv, "zadd1", key="z", n=n, pipeline=250_000, order="rand", mlen=0, seed=6)
-            for op, label in W5_OPS:
-                for pi, pl in enumerate(W5_PIPELINES):
-                    for rnd in range(1, c["w5_pairs"] + 1):
+        for rnd in range(1, c["w5_pairs"] + 1):
+            with contextlib.ExitStack() as stack:
+                srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
+                for srv in srvs:
+                    self.zload(srv, "zadd1", key="z", n=n, pipeline=250_000, order="rand", mlen=0, seed=6)
+                for op, label in W5_OPS:
+                    for pi, pl in enumerate(W5_PIPELINES):
                         self.w5_turn(srvs, op, label, pl, rnd, seed=100 * rnd + pi,
                                      offset=100_000_000 * pi + 1_000_000 * rnd)
-                    got = [r for r in self.w5_runs if r["op"] == op and r["pipeline"] == pl]
-                    log(f"  W5 {op}/P{pl}: " + ", ".join(
-                        f"{s.spec.name} " + " ".join(f"{r['ops_per_sec'] / 1e3:,.0f}k" for r in got
-                                                     if r["server"] == s.spec.name) for s in srvs))
-                    self.w5_check_bound(op, label, pl, got)
-            for srv in srvs:
-                cl = srv.conn()
-                card = cl("ZCARD", "z")
-                cl.close()
-                if card != n:
-                    self.notes.append(f"W5: {srv.spec.name} ended with ZCARD {card:,}, not {n:,}.")
+                for srv in srvs:
+                    cl = srv.conn()
+                    card = cl("ZCARD", "z")
+                    cl.close()
+                    if card != n:
+                        self.notes.append(f"W5: {srv.spec.name} ended round {rnd} with ZCARD {card:,}, not {n:,}.")
+            got = {(r["op"], r["pipeline"], r["server"]): r["ops_per_sec"] for r in self.w5_runs if r["round"] == rnd}
+            log(f"  W5 round {rnd}, ours/reference: " + ", ".join(
+                f"{op}/P{pl} {got[op, pl, 'ours'] / got[op, pl, 'reference']:.2f}"
+                for op, _ in W5_OPS for pl in W5_PIPELINES))
+        for op, label in W5_OPS:
+            for pl in W5_PIPELINES:
+                self.w5_check_bound(label, pl, [r for r in self.w5_runs if r["op"] == op and r["pipeline"] == pl])
         write_rows(self.out / "w5_runs.csv", self.w5_runs)
 
     def w5_turn(self, srvs, op, label, pl, rnd, seed, offset):
@@ -708,7 +714,7 @@ class Bench:
                                      p999_us=q["p999_us"], cpu_us_per_op=q["cpu_us_per_op"],
                                      server_util=q["server_util"], nils=q["nils"]))
 
-    def w5_check_bound(self, op, label, pl, runs):
+    def w5_check_bound(self, label, pl, runs):
         """Notes an operation whose servers left CPU 0 idle: their clients,
         not they, set the pace, and the ratio says less than it seems."""
         if not self.pin:
@@ -963,10 +969,12 @@ class Bench:
             "configuration otherwise) and kills it afterwards; only one server runs at a time. "
             "W5 starts all servers at once, loads the same set into each and measures every figure in "
             "short turns that run all of them at the same time, each with a client of its own: sharing one "
-            "CPU, their throughputs compare as their CPU time per operation does. "
+            "CPU, their throughputs compare as their CPU time per operation does. Each W5 round starts the "
+            "servers afresh: where a server lies in memory moved a ratio by up to 5% from one start to the "
+            "next. "
             + ("Servers are pinned to CPU 0 and the clients to CPU 1 (`taskset`). " if self.pin else "")
             + f"W1 and W4 throughput figures alternate the servers (ours, reference, ours, reference, …) for "
-            f"{c['w1_pairs']} (W1) and {c['w4_pairs']} (W4) rounds, W5 takes {c['w5_pairs']} turns; the table shows each "
+            f"{c['w1_pairs']} (W1) and {c['w4_pairs']} (W4) rounds, W5 {c['w5_pairs']} rounds; the table shows each "
             "server's median and the median of the per-round ratios ours/reference with their min–max. "
             "Memory figures are deterministic (fixed seeds) and come from the same rounds. `ours is` says "
             "better or worse when the ratio is off 1 by at least 1% and, for paired figures, the min–max "
@@ -1067,7 +1075,7 @@ W_TEXT = {
           "members (includes the per-key cost). Then `ZRANGEBYSCORE zk:{random} lo lo+range/8` (about 1/8 of "
           "the members) from 50 connections, pipeline 1. Last rows: one key of 20-byte random members "
           "inserted with increasing scores (sequential) and with random scores.",
-    "W5": "One sorted set `z` of members `m:{i}` with random integer scores, loaded once into each server; the servers run at the same time and are measured together in short turns, each with its own client. "
+    "W5": "One sorted set `z` of members `m:{i}` with random integer scores, loaded into each server; the servers run at the same time and are measured together in short turns, each with its own client, and are started afresh for each round. "
           "Each operation runs on 50 connections at pipeline 1 and 16 (closed loop); latency is the round "
           "trip of one pipeline. Random members for ZSCORE/ZRANK/ZREVRANK/ZADD/ZINCRBY; ZRANGE by rank of "
           "10 and 100 members at a random start; `ZRANGEBYSCORE z lo +inf LIMIT 0 10`; churn is ZREM of a "
