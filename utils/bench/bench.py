@@ -725,7 +725,7 @@ class Bench:
         busy = statistics.median(per_round.values())
         if busy < 0.9:
             self.notes.append(f"W5 {label}, P={pl}: the servers together kept CPU 0 only {busy:.0%} busy "
-                              "(median of the turns); the clients may have set the pace.")
+                              "(median of the rounds); the clients may have set the pace.")
 
     # -- orchestration
 
