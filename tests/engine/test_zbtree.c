@@ -518,6 +518,58 @@ static void *moveAlloc(void *p) {
     return q;
 }
 
+/* A big tree moves its leaves into the arena and, shrinking, back out;
+ * deletes give the arena's bytes back as they go. Every leaf of an arena
+ * takes ZBT_LEAF_BYTES, so the stats tell the two apart. */
+static int inArena(zbt *t) {
+    zbtStats st;
+    zbtGetStats(t, &st);
+    return st.leafBytes == st.leaves * ZBT_LEAF_BYTES;
+}
+
+static void test_arena_in_and_out(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    uint64_t rng = 7;
+    long n = 0;
+    zbtStats st;
+    do {
+        for (int k = 0; k < 500; k++, n++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            assert_int_equal(zbtInsert(t, (double)(rng >> 40), m, name(m, "arena-", n)), ZBT_OK);
+        }
+        zbtGetStats(t, &st);
+        if (st.leaves < 500) assert_false(inArena(t));
+        check(t);
+    } while (st.leaves < 1500);
+    assert_true(inArena(t));
+    size_t peak = zbtAllocSize(t);
+
+    /* Three quarters go, from everywhere: the free ids are compacted. */
+    double s;
+    for (long i = 0; i < n; i++) {
+        if (i % 4 == 0) continue;
+        assert_true(zbtDelete(t, m, name(m, "arena-", i), &s));
+        if (i % 997 == 0) check(t);
+    }
+    check(t);
+    assert_true(inArena(t));
+    assert_true(zbtAllocSize(t) < peak * 3 / 4);
+
+    /* Below the low mark, the leaves get their own allocations again. */
+    for (long i = 0; i < n; i += 4) {
+        zbtGetStats(t, &st);
+        if (st.leaves < 100) break;
+        assert_true(zbtDelete(t, m, name(m, "arena-", i), &s));
+    }
+    check(t);
+    assert_false(inArena(t));
+    assert_true(zbtDeleteRankRange(t, 0, zbtLength(t)) > 0);
+    check(t);
+    zbtFree(t);
+}
+
 static void test_defrag_moves_everything(void **state) {
     (void)state;
     zbt *t = zbtCreate(0);
@@ -695,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_queue_pops_at_both_ends),
         cmocka_unit_test(test_updates_at_leaf_edges),
         cmocka_unit_test(test_bulk_append_both_ways),
+        cmocka_unit_test(test_arena_in_and_out),
         cmocka_unit_test(test_defrag_moves_everything),
         cmocka_unit_test(test_scan_visits_each_member_once),
         cmocka_unit_test(test_index_grows_without_bursts),
