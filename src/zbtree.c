@@ -503,10 +503,13 @@ static inline zbtLeaf *arenaSlot(const leafArena *a, uint32_t id) {
     return (zbtLeaf *)(a->chunk[id / ARENA_CHUNK_LEAVES] + (size_t)(id % ARENA_CHUNK_LEAVES) * ZBT_LEAF_BYTES);
 }
 
+/* Chunks that hold ids 0 .. ids - 1. */
+static inline uint32_t chunksFor(uint32_t ids) { return (ids + ARENA_CHUNK_LEAVES - 1) / ARENA_CHUNK_LEAVES; }
+
 /* Makes the arena (creating it) cover ids below `ids`. */
 static leafArena *arenaReserve(zbt *t, uint32_t ids) {
     leafArena *a = arenaOf(t);
-    uint32_t need = (ids + ARENA_CHUNK_LEAVES - 1) / ARENA_CHUNK_LEAVES;
+    uint32_t need = chunksFor(ids);
     if (!a || need > a->cap) {
         size_t old = a ? zmalloc_size(a) : 0, usable;
         uint32_t cap = need + need / 4 + 2;
@@ -688,16 +691,26 @@ static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l) {
 
 /* --- Arena upkeep, between writes --- */
 
+/* Copies a leaf (header and entries) to `to`, which has `alloc` bytes, and
+ * points everything that refers to it there. */
+static void leafCopy(zbt *t, zbtLeaf *l, zbtLeaf *to, uint16_t alloc) {
+    memcpy(to, l, offsetof(zbtLeaf, data) + l->used);
+    to->alloc = alloc;
+    leafMoved(t, l, to);
+}
+
+/* Frees the arena's chunks past the first `keep`. */
+static void arenaTrim(zbt *t, leafArena *a, uint32_t keep) {
+    while (a->nchunks > keep) tfree(t, a->chunk[--a->nchunks]);
+}
+
 /* Moves every leaf into a new arena, keeping its id. */
 static void arenaOn(zbt *t) {
     leafArena *a = arenaReserve(t, t->nids);
     for (uint32_t id = 1; id < t->nids; id++) {
         zbtLeaf *l = t->leaves[id];
         if ((uintptr_t)l & 1) continue;
-        zbtLeaf *slot = arenaSlot(a, id);
-        memcpy(slot, l, offsetof(zbtLeaf, data) + l->used);
-        slot->alloc = ZBT_LEAF_BYTES;
-        leafMoved(t, l, slot);
+        leafCopy(t, l, arenaSlot(a, id), ZBT_LEAF_BYTES);
         tfree(t, l);
     }
 }
@@ -710,12 +723,10 @@ static void arenaOff(zbt *t) {
         if ((uintptr_t)l & 1) continue;
         size_t usable;
         zbtLeaf *own = zmalloc_usable(offsetof(zbtLeaf, data) + (l->used ? l->used : 1), &usable);
-        memcpy(own, l, offsetof(zbtLeaf, data) + l->used);
-        own->alloc = (uint16_t)usable;
         t->bytes += usable;
-        leafMoved(t, l, own);
+        leafCopy(t, l, own, (uint16_t)usable);
     }
-    while (a->nchunks) tfree(t, a->chunk[--a->nchunks]);
+    arenaTrim(t, a, 0);
     t->leaves[0] = NULL;
     tfree(t, a);
 }
@@ -745,18 +756,17 @@ static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
 static void arenaShrink(zbt *t) {
     uint32_t top = t->nids - 1;
     zbtLeaf *l = t->leaves[top];
+    t->nids--; /* takeId hands out ids below it; a free top stays listed past it */
     if ((uintptr_t)l & 1) {
-        t->nids--; /* stays in the free list, past nids: takeId drops it */
         t->nfree--;
         return;
     }
-    t->leaves[top] = NULL;
-    t->nids--; /* so that takeId hands out an id below the top */
     uint32_t id = takeId(t);
     zbtLeaf *slot = arenaSlot(arenaOf(t), id);
-    memcpy(slot, l, offsetof(zbtLeaf, data) + l->used);
+    leafCopy(t, l, slot, ZBT_LEAF_BYTES);
     slot->id = id;
-    leafMoved(t, l, slot);
+    t->leaves[id] = slot;
+    t->leaves[top] = NULL;
     repointLeaf(t, slot, top);
 }
 
@@ -772,8 +782,7 @@ static void tendSlow(zbt *t) {
         return;
     }
     while (t->nfree > live / 32 + ARENA_SLACK) arenaShrink(t);
-    uint32_t need = (t->nids + ARENA_CHUNK_LEAVES - 1) / ARENA_CHUNK_LEAVES;
-    while (a->nchunks > need) tfree(t, a->chunk[--a->nchunks]);
+    arenaTrim(t, a, chunksFor(t->nids));
 }
 
 /* Run as a write returns: takes a tree into its arena, or out, and keeps
@@ -1606,7 +1615,7 @@ void zbtFree(zbt *t) {
     }
     leafArena *a = arenaOf(t);
     if (a) {
-        while (a->nchunks) zfree(a->chunk[--a->nchunks]);
+        arenaTrim(t, a, 0);
         zfree(a);
     }
     zfree(t->leaves);
@@ -2524,8 +2533,7 @@ static int checkAll(checkState *st) {
     if (a) {
         CHECK(leafCount >= ZBT_ARENA_OFF, "%zu leaves in an arena", leafCount);
         CHECK(t->nfree <= leafCount / 32 + ARENA_SLACK, "%u free ids in an arena of %zu leaves", t->nfree, leafCount);
-        CHECK(a->nchunks == (t->nids + ARENA_CHUNK_LEAVES - 1) / ARENA_CHUNK_LEAVES, "%u chunks for %u ids",
-              a->nchunks, t->nids);
+        CHECK(a->nchunks == chunksFor(t->nids), "%u chunks for %u ids", a->nchunks, t->nids);
         st->bytes += zmalloc_size((void *)a);
         for (uint32_t i = 0; i < a->nchunks; i++) st->bytes += zmalloc_size(a->chunk[i]);
     } else {
