@@ -19,6 +19,7 @@
  */
 
 #include "server.h"
+#include "vector.h"
 #include "mt19937-64.h"
 
 #include <math.h>
@@ -69,9 +70,9 @@ zbt *zsetBtreeFromListpack(unsigned char *zl, size_t cap) {
 /* Converts a listpack-encoded set just loaded (RDB, RESTORE) to a tree.
  * Returns C_ERR, the object unchanged, when the listpack is no set. */
 int zsetConvertFromLoadedListpack(robj *o) {
-    zbt *t = zsetBtreeFromListpack(o->ptr, zsetLength(o));
+    zbt *t = zsetBtreeFromListpack(objectGetVal(o), zsetLength(o));
     if (t == NULL) return C_ERR;
-    o->ptr = t;
+    objectSetVal(o, t);
     o->encoding = OBJ_ENCODING_BTREE;
     return C_OK;
 }
@@ -130,25 +131,32 @@ size_t zsetBtreeMaxMemberLength(zbt *t, size_t *totallen) {
 
 /* ZSCAN: members in the order of their hashes, so that a cursor stays valid
  * while the set grows and shrinks (the guarantee SCAN gives). Members, and
- * scores unless only_keys, go to `out` as new sds strings. */
+ * scores unless only_keys, go to `out` (a vector of stringRef) as new sds
+ * strings, which the caller frees with sdsfree. */
 typedef struct scanTarget {
     sds pattern;
     int only_keys;
-    list *out;
+    vector *out;
 } scanTarget;
+
+static void scanPush(vector *out, sds s) {
+    stringRef *item = vectorPush(out);
+    item->buf = s;
+    item->len = sdslen(s);
+}
 
 static void scanEmit(void *privdata, const unsigned char *m, size_t len, double score) {
     scanTarget *st = privdata;
     if (st->pattern && !stringmatchlen(st->pattern, sdslen(st->pattern), (const char *)m, len, 0)) return;
-    listAddNodeTail(st->out, sdsnewlen(m, len));
+    scanPush(st->out, sdsnewlen(m, len));
     if (!st->only_keys) {
         char buf[MAX_LONG_DOUBLE_CHARS];
         int slen = ld2string(buf, sizeof(buf), score, LD_STR_AUTO);
-        listAddNodeTail(st->out, sdsnewlen(buf, slen));
+        scanPush(st->out, sdsnewlen(buf, slen));
     }
 }
 
-unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, sds pattern, int only_keys, list *out) {
+unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, sds pattern, int only_keys, vector *out) {
     scanTarget st = {.pattern = pattern, .only_keys = only_keys, .out = out};
     return zbtScan(t, cursor, count > 0 ? (size_t)count : 1, scanEmit, &st);
 }

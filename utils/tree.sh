@@ -86,7 +86,7 @@ create_tree() {
     local deb=$1 new=$BUILD/valkey.new debsrc=$BUILD/valkey.new/.debian-src taken=""
     rm -rf "$new"
     mkdir -p "$new"
-    tar -xJf "$BUILD/dl/$ORIG_TARBALL" -C "$new" --strip-components=1
+    tar -xf "$BUILD/dl/$ORIG_TARBALL" -C "$new" --strip-components=1
     git -C "$new" init -q
     git -C "$new" add -A -f .
     commit_in "$new" -m "Valkey $VALKEY_VERSION, pristine ($ORIG_TARBALL)"
