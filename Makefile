@@ -6,8 +6,9 @@
 #                        then upstream's module API suite
 #   make test-san        a server built with ASan and UBSan (build/san) through
 #                        the sorted-set, geo, dump and rdb tests
-#   make test-unit       our cmocka tests (also under ASan and UBSan) and
-#                        upstream's valkey-unit-tests
+#   make test-unit       upstream's googletest unit tests, our cmocka tests
+#                        (also under ASan and UBSan) and the engine's memory targets
+#   make install         upstream's install (PREFIX=...); also noopt, valgrind, ...
 #   make fuzz            the engine's differential fuzzer (FUZZ_SECONDS=600)
 #   make bench-engine    the engine's memory and speed figures
 #   make upstream        the unpatched reference build, in build/upstream
@@ -57,9 +58,10 @@ check-patches:
 
 test: test-unit test-tcl test-modules
 
+# Upstream's C unit tests are C++ with googletest since 9.0 (src/unit,
+# Debian's libgtest-dev and libgmock-dev); its test-unit builds and runs them.
 test-unit: all test-deps
-	+$(MAKE) -C $(TREE)/src -j$(JOBS) valkey-unit-tests
-	cd $(TREE)/src && ./valkey-unit-tests
+	+$(MAKE) -C $(TREE)/src -j$(JOBS) test-unit
 	+$(MAKE) test-engine test-engine-san test-engine-memory
 
 # The suite runs the reference build next to ours (integration/fork-compat,
@@ -86,6 +88,15 @@ test-san: all test-deps
 		SERVER_CFLAGS='-fsanitize=undefined -fno-sanitize-recover=undefined' \
 		SERVER_LDFLAGS='-fsanitize=undefined'
 	cd $(SAN) && ./runtest --clients 2 --no-latency $(addprefix --single ,$(SAN_TESTS))
+
+# Upstream's own targets, run in the assembled tree as upstream runs them:
+# `make install PREFIX=/opt/valkey`, `make noopt`, `make valgrind`, ... A
+# relative PREFIX is made absolute, since upstream's make runs in build/.
+UPSTREAM_TARGETS := install uninstall noopt valgrind helgrind 32bit gcov
+.PHONY: $(UPSTREAM_TARGETS)
+$(UPSTREAM_TARGETS): tree
+	+$(MAKE) -C $(TREE) -j$(JOBS) $@ $(if $(PREFIX),PREFIX=$(abspath $(PREFIX)))
+	@utils/tree.sh link-programs
 
 bench: all upstream
 	utils/bench/run quick

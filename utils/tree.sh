@@ -25,6 +25,9 @@ BUILD=$ROOT/build
 TREE=$BUILD/valkey
 REF=$BUILD/upstream
 APPLIED=$BUILD/applied
+# The upstream version being built: the pinned one, or the later release
+# deps/fetch.sh took when Debian no longer serves it (set by assemble).
+UPSTREAM_VERSION=$VALKEY_VERSION
 BASE=debian
 OVERLAY_DIRS="src tests"
 PROGRAMS="valkey-server valkey-cli valkey-benchmark valkey-check-rdb valkey-check-aof valkey-sentinel"
@@ -78,22 +81,27 @@ stray_files() {
 
 # --- Building the tree ---
 
-debian_tarball() { "$ROOT/deps/fetch.sh"; }
+# What deps/fetch.sh settled on, one line, tab-separated: the upstream
+# version, the orig tarball, the Debian packaging tarball. Not always the pin:
+# a later release of the series when Debian no longer serves the pinned one.
+fetched_source() { "$ROOT/deps/fetch.sh"; }
 
-source_id() { echo "$ORIG_TARBALL $(basename "$1")"; }
+# Names the source a tree was assembled from; a different one re-assembles.
+source_id() { echo "$1 $(basename "$2") $(basename "$3")"; }
 
 create_tree() {
-    local deb=$1 new=$BUILD/valkey.new debsrc=$BUILD/valkey.new/.debian-src taken=""
+    local version=$1 orig=$2 deb=$3 new=$BUILD/valkey.new debsrc=$BUILD/valkey.new/.debian-src taken=""
     rm -rf "$new"
     mkdir -p "$new"
-    tar -xf "$BUILD/dl/$ORIG_TARBALL" -C "$new" --strip-components=1
+    # .tar.gz or .tar.xz, as Debian ships it.
+    tar -xf "$orig" -C "$new" --strip-components=1
     git -C "$new" init -q
     git -C "$new" add -A -f .
-    commit_in "$new" -m "Valkey $VALKEY_VERSION, pristine ($ORIG_TARBALL)"
+    commit_in "$new" -m "Valkey $version, pristine ($(basename "$orig"))"
     git -C "$new" tag upstream
 
     mkdir -p "$debsrc"
-    tar -xJf "$deb" -C "$debsrc"
+    tar -xf "$deb" -C "$debsrc"
     while read -r p; do
         p=${p%%#*}
         p=${p%% *}
@@ -102,7 +110,7 @@ create_tree() {
             # shellcheck disable=SC2254
             case "$p" in $glob)
                 patch -d "$new" -p1 -s --no-backup-if-mismatch -F0 <"$debsrc/debian/patches/$p" ||
-                    die "Debian's $p does not apply to $ORIG_TARBALL"
+                    die "Debian's $p does not apply to $(basename "$orig")"
                 taken="$taken $p"
                 ;;
             esac
@@ -112,8 +120,8 @@ create_tree() {
     git -C "$new" add -A -f .
     commit_in "$new" --allow-empty -m "Debian security patches from $(basename "$deb")" -m "Applied:$taken"
     git -C "$new" tag "$BASE"
-    source_id "$deb" >"$new/.git/fork-source"
-    echo "Assembled upstream $VALKEY_VERSION with Debian's security patches:$taken" >&2
+    source_id "$version" "$orig" "$deb" >"$new/.git/fork-source"
+    echo "Assembled upstream $version with Debian's security patches:${taken:- none in $(basename "$deb")}" >&2
 
     rm -rf "$TREE" "$APPLIED"
     mv "$new" "$TREE"
@@ -149,7 +157,7 @@ sync_patches() {
             require_exported "$f"
             restore_base "$f"
             patch_body "$ROOT/patches/$rel" | in_tree apply --whitespace=nowarn - ||
-                die "patches/$rel does not apply to upstream $VALKEY_VERSION"
+                die "patches/$rel does not apply to upstream $UPSTREAM_VERSION$(not_pinned_note)"
             echo "Applied patches/$rel" >&2
         fi
         mkdir -p "$(dirname "$APPLIED/$rel")"
@@ -163,6 +171,14 @@ sync_patches() {
         rm -f "$APPLIED/$rel"
         echo "Reverted $f (its patch is gone)" >&2
     done
+}
+
+# Why the version built is not the pinned one, when it is not.
+not_pinned_note() {
+    [ "$UPSTREAM_VERSION" = "$VALKEY_VERSION" ] && return
+    echo ".
+  Debian no longer serves the pinned $VALKEY_VERSION, so deps/fetch.sh took $UPSTREAM_VERSION: refresh
+  the patch for $UPSTREAM_VERSION and move the pin to it (README: Moving to a newer upstream)."
 }
 
 # Symlinks our own files into the tree; a file of ours never replaces one
@@ -189,15 +205,20 @@ sync_overlay() {
 }
 
 assemble() {
-    local deb
-    deb=$(debian_tarball)
-    if [ -d "$TREE/.git" ] && [ "$(cat "$TREE/.git/fork-source" 2>/dev/null)" != "$(source_id "$deb")" ]; then
+    local src version orig deb
+    src=$(fetched_source)
+    IFS=$'\t' read -r version orig deb <<<"$src"
+    if [ -z "$version" ] || [ ! -f "$orig" ] || [ ! -f "$deb" ]; then
+        die "deps/fetch.sh named no usable source: '$src'"
+    fi
+    UPSTREAM_VERSION=$version
+    if [ -d "$TREE/.git" ] && [ "$(cat "$TREE/.git/fork-source" 2>/dev/null)" != "$(source_id "$version" "$orig" "$deb")" ]; then
         check >/dev/null || die "the upstream pin or Debian revision changed, and build/valkey holds edits
   that patches/ does not. Export them (make patches) or drop them, then run make again."
         echo "Upstream source changed: re-assembling build/valkey." >&2
         rm -rf "$TREE"
     fi
-    [ -d "$TREE/.git" ] || create_tree "$deb"
+    [ -d "$TREE/.git" ] || create_tree "$version" "$orig" "$deb"
     sync_patches
     sync_overlay
 }
@@ -262,13 +283,14 @@ export_patches() {
 # --- The reference build and the programs ---
 
 upstream() {
-    local want
+    local want version
     want=$(in_tree rev-parse "$BASE")
+    read -r version _ <"$TREE/.git/fork-source"
     if [ ! -d "$REF/.git" ] || [ "$(git -C "$REF" rev-parse HEAD)" != "$want" ]; then
         rm -rf "$REF"
         git clone -q --no-checkout "$TREE" "$REF"
         git -C "$REF" checkout -q "$want"
-        echo "Reference tree: build/upstream at upstream $VALKEY_VERSION with Debian's security patches." >&2
+        echo "Reference tree: build/upstream at upstream $version with Debian's security patches." >&2
     fi
 }
 

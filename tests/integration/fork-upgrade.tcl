@@ -16,12 +16,13 @@ set ::fork81_assets [file normalize tests/assets/fork81]
 set ::fork81_ref_server [file normalize ../../build/upstream/src/valkey-server]
 
 proc fork81_checks {} {
+    r select 0
     assert_equal 82 [r dbsize]
     assert_encoding btree big:z0
     assert_encoding btree big:z1
     assert_encoding btree geo:big
     assert_encoding listpack small:z0
-    assert_equal 2000 [r zcard big:z0]
+    assert_equal 2001 [r zcard big:z0]
     assert_equal 42 [r zscore big:z1 after-rewrite]
     assert_equal {} [r zscore big:z0 top]
     assert_equal bottom [lindex [r zrange big:z0 0 0] 0]
@@ -36,8 +37,9 @@ proc fork81_reference_digest {dir dbfilename} {
     set ::other_server_path $::fork81_ref_server
     try {
         start_server [list overrides [list dir $dir dbfilename $dbfilename save ""] start-other-server 1] {
-            return [r debug digest]
+            set digest [r debug digest]
         }
+        return $digest
     } finally {
         set ::other_server_path $saved
     }
