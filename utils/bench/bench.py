@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-HIREDIS = BUILD / "valkey" / "deps" / "hiredis"
+LIBVALKEY = BUILD / "valkey" / "deps" / "libvalkey"
 ZLOAD_SRC = ROOT / "utils" / "bench" / "zload.c"
 ZLOAD = BUILD / "bench" / "zload"
 DOCS = ROOT / "docs"
@@ -981,7 +981,7 @@ class Bench:
             "range does not include 1; otherwise `same`. Server CPU per operation is the change of "
             "`used_cpu_user + used_cpu_sys` over the measured window divided by the operations in it.")
         L.append("")
-        L.append("Load generator: `utils/bench/zload.c` on the bundled hiredis (streaming pipelines, replies "
+        L.append("Load generator: `utils/bench/zload.c` on the bundled libvalkey (streaming pipelines, replies "
                  "parsed as they arrive); W2 uses `valkey-benchmark` from the reference build.")
         L.append("")
         L.append("## Sizes")
@@ -1248,15 +1248,26 @@ def machine():
     return dict(nproc=os.cpu_count(), cpu=cpu, mem=mem, kernel=platform.release())
 
 
+# Since 9.0 the bundled client library (libvalkey) uses the server's own sds
+# and dict, as valkey-cli and valkey-benchmark do: zload links those objects
+# of the build, and the jemalloc they allocate through.
+ZLOAD_SERVER_OBJS = ["sds.o", "dict.o", "zmalloc.o", "siphash.o", "serverassert.o", "mt19937-64.o",
+                     "monotonic.o", "util.o", "strl.o"]
+
+
 def build_zload():
-    lib = HIREDIS / "libhiredis.a"
-    if not lib.exists():
-        die(f"{lib} is missing: run make first")
+    lib = LIBVALKEY / "lib" / "libvalkey.a"
+    src = BUILD / "valkey" / "src"
+    deps = [lib, BUILD / "valkey" / "deps" / "jemalloc" / "lib" / "libjemalloc.a"]
+    deps += [src / o for o in ZLOAD_SERVER_OBJS]
+    for d in deps:
+        if not d.exists():
+            die(f"{d} is missing: run make first")
     ZLOAD.parent.mkdir(parents=True, exist_ok=True)
-    if ZLOAD.exists() and ZLOAD.stat().st_mtime > max(ZLOAD_SRC.stat().st_mtime, lib.stat().st_mtime):
+    if ZLOAD.exists() and ZLOAD.stat().st_mtime > max(p.stat().st_mtime for p in [ZLOAD_SRC] + deps):
         return
-    cmd = ["cc", "-O2", "-g", "-Wall", "-Wextra", "-std=gnu11", f"-I{HIREDIS}", "-o", str(ZLOAD),
-           str(ZLOAD_SRC), str(lib), "-lm"]
+    cmd = ["cc", "-O2", "-g", "-Wall", "-Wextra", "-std=gnu11", f"-I{LIBVALKEY / 'include'}", "-o", str(ZLOAD),
+           str(ZLOAD_SRC), str(lib)] + [str(src / o) for o in ZLOAD_SERVER_OBJS] + [str(deps[1]), "-lm", "-ldl", "-pthread"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         die("cannot compile zload:\n" + p.stderr)

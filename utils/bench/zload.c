@@ -1,7 +1,8 @@
 /* zload: the load generator of the benchmark suite (utils/bench/run).
  *
- * A small RESP client built on the bundled hiredis: hiredis connects and
- * parses replies (with reply functions that build no objects), commands are
+ * A small RESP client built on the bundled libvalkey (9.x's renamed hiredis):
+ * it connects and parses replies (with reply functions that build no
+ * objects), commands are
  * written straight into a buffer. It streams: commands are generated as the
  * socket takes them and replies are consumed as they arrive, so a pipeline
  * of 250,000 commands never sits in the client's memory at once.
@@ -43,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <hiredis.h>
+#include <valkey/valkey.h>
 
 /* ---------- small helpers ---------- */
 
@@ -165,7 +166,7 @@ static void put_prefixed(buf_t *b, const char *prefix, long long v) {
     put_arg(b, tmp, pl + fmt_ll(tmp + pl, v));
 }
 
-/* ---------- replies: parsed by hiredis, no objects built ---------- */
+/* ---------- replies: parsed by libvalkey, no objects built ---------- */
 
 typedef struct {
     int want_str;   /* copy the next top-level string reply into str */
@@ -180,13 +181,13 @@ typedef struct {
 static char dummy_object;
 #define DUMMY ((void *)&dummy_object)
 
-static void cap_top(const redisReadTask *t, int type) {
+static void cap_top(const valkeyReadTask *t, int type) {
     if (!t->parent) ((capture_t *)t->privdata)->type = type;
 }
 
-static void *on_string(const redisReadTask *t, char *s, size_t len) {
+static void *on_string(const valkeyReadTask *t, char *s, size_t len) {
     capture_t *c = t->privdata;
-    if (t->type == REDIS_REPLY_ERROR) {
+    if (t->type == VALKEY_REPLY_ERROR) {
         if (!c->errors) snprintf(c->errmsg, sizeof c->errmsg, "%.*s", (int)(len > 200 ? 200 : len), s);
         c->errors++;
     }
@@ -205,46 +206,46 @@ static void *on_string(const redisReadTask *t, char *s, size_t len) {
     return DUMMY;
 }
 
-static void *on_array(const redisReadTask *t, size_t n) {
+static void *on_array(const valkeyReadTask *t, size_t n) {
     (void)n;
     cap_top(t, t->type);
     return DUMMY;
 }
 
-static void *on_integer(const redisReadTask *t, long long v) {
+static void *on_integer(const valkeyReadTask *t, long long v) {
     if (!t->parent) ((capture_t *)t->privdata)->integer = v;
-    cap_top(t, REDIS_REPLY_INTEGER);
+    cap_top(t, VALKEY_REPLY_INTEGER);
     return DUMMY;
 }
 
-static void *on_double(const redisReadTask *t, double d, char *s, size_t len) {
+static void *on_double(const valkeyReadTask *t, double d, char *s, size_t len) {
     (void)d, (void)s, (void)len;
-    cap_top(t, REDIS_REPLY_DOUBLE);
+    cap_top(t, VALKEY_REPLY_DOUBLE);
     return DUMMY;
 }
 
-static void *on_nil(const redisReadTask *t) {
+static void *on_nil(const valkeyReadTask *t) {
     if (!t->parent) ((capture_t *)t->privdata)->nils++;
-    cap_top(t, REDIS_REPLY_NIL);
+    cap_top(t, VALKEY_REPLY_NIL);
     return DUMMY;
 }
 
-static void *on_bool(const redisReadTask *t, int v) {
+static void *on_bool(const valkeyReadTask *t, int v) {
     (void)v;
-    cap_top(t, REDIS_REPLY_BOOL);
+    cap_top(t, VALKEY_REPLY_BOOL);
     return DUMMY;
 }
 
 static void on_free(void *o) { (void)o; }
 
-static redisReplyObjectFunctions no_objects = {on_string, on_array, on_integer, on_double, on_nil, on_bool, on_free};
+static valkeyReplyObjectFunctions no_objects = {on_string, on_array, on_integer, on_double, on_nil, on_bool, on_free};
 
 /* ---------- connections ---------- */
 
 typedef struct {
-    redisContext *ctx;
+    valkeyContext *ctx;
     int fd;
-    redisReader *rd;
+    valkeyReader *rd;
     capture_t cap;
     buf_t out;
     long long pending;   /* replies still to come for the current batch */
@@ -259,19 +260,19 @@ static int g_port = 6379;
 
 static void conn_open(conn_t *c) {
     memset(c, 0, sizeof *c);
-    c->ctx = redisConnect(g_host, g_port);
+    c->ctx = valkeyConnect(g_host, g_port);
     if (!c->ctx || c->ctx->err) die("cannot connect to %s:%d: %s", g_host, g_port, c->ctx ? c->ctx->errstr : "?");
     c->fd = c->ctx->fd;
     int fl = fcntl(c->fd, F_GETFL);
     fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-    c->rd = redisReaderCreateWithFunctions(&no_objects);
+    c->rd = valkeyReaderCreateWithFunctions(&no_objects);
     if (!c->rd) die("out of memory");
     c->rd->privdata = &c->cap;
 }
 
 static void conn_close(conn_t *c) {
-    redisReaderFree(c->rd);
-    redisFree(c->ctx); /* closes the socket */
+    valkeyReaderFree(c->rd);
+    valkeyFree(c->ctx); /* closes the socket */
     free(c->out.p);
     free(c->cap.str);
 }
@@ -299,7 +300,7 @@ static ssize_t conn_fill(conn_t *c) {
     for (;;) {
         ssize_t r = read(c->fd, tmp, sizeof tmp);
         if (r > 0) {
-            if (redisReaderFeed(c->rd, tmp, r) != REDIS_OK) die("reader: %s", c->rd->errstr);
+            if (valkeyReaderFeed(c->rd, tmp, r) != VALKEY_OK) die("reader: %s", c->rd->errstr);
             return r;
         }
         if (r < 0 && errno == EINTR) continue;
@@ -311,7 +312,7 @@ static ssize_t conn_fill(conn_t *c) {
 /* 1 when a whole reply was taken from the reader's buffer. */
 static int conn_reply(conn_t *c) {
     void *reply;
-    if (redisReaderGetReply(c->rd, &reply) != REDIS_OK) die("protocol error: %s", c->rd->errstr);
+    if (valkeyReaderGetReply(c->rd, &reply) != VALKEY_OK) die("protocol error: %s", c->rd->errstr);
     return reply != NULL;
 }
 
@@ -368,7 +369,7 @@ static void put_info(buf_t *b) {
 static info_t conn_info(conn_t *c) {
     put_info(&c->out);
     conn_sync(c, 1);
-    if (c->cap.type != REDIS_REPLY_STRING && c->cap.type != REDIS_REPLY_VERB) die("INFO failed: %s", c->cap.errmsg);
+    if (c->cap.type != VALKEY_REPLY_STRING && c->cap.type != VALKEY_REPLY_VERB) die("INFO failed: %s", c->cap.errmsg);
     return parse_info(c->cap.str);
 }
 
@@ -461,7 +462,7 @@ static int mode_zadd1(void) {
                 progressed = 1;
                 if (c.cap.want_str) {
                     double t = now_s();
-                    if (c.cap.type != REDIS_REPLY_STRING && c.cap.type != REDIS_REPLY_VERB) die("INFO failed");
+                    if (c.cap.type != VALKEY_REPLY_STRING && c.cap.type != VALKEY_REPLY_VERB) die("INFO failed");
                     info_t in = parse_info(c.cap.str);
                     long long ins = mark_ins[mhead++];
                     double rate = (ins - prev_ins) / (t - prev_t);
@@ -531,7 +532,7 @@ static int mode_w3(void) {
         put_argc(&c.out, 5), put_str(&c.out, "MEMORY"), put_str(&c.out, "USAGE"), put_str(&c.out, key);
         put_str(&c.out, "SAMPLES"), put_str(&c.out, "0");
         conn_sync(&c, 2);
-        if (c.cap.type != REDIS_REPLY_INTEGER) die("MEMORY USAGE failed: %s", c.cap.errmsg);
+        if (c.cap.type != VALKEY_REPLY_INTEGER) die("MEMORY USAGE failed: %s", c.cap.errmsg);
         fprintf(out, "%lld,%lld\n", i, c.cap.integer);
     }
     check_errors(&c, "w3");
