@@ -44,6 +44,51 @@ int zsetBtreeAdd(zbt *t, double score, const unsigned char *m, size_t len) {
     return ret;
 }
 
+/* ZADD that creates a key past the listpack (W4's sets of a few hundred
+ * members in one command): the members sorted by score and member, then
+ * appended, fill the tree in one pass and its leaves whole, instead of an
+ * insert each into leaves split half full. `argv` holds the command's
+ * score/member pairs (members at odd offsets), `scores` their parsed
+ * values. Returns 1, or 0 with the tree emptied again when a member
+ * repeats, so that ZADD then applies its rules for repeats one by one. */
+typedef struct zaddEntry {
+    double score;
+    sds member;
+} zaddEntry;
+
+static int zaddEntryCompare(const void *a, const void *b) {
+    const zaddEntry *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    size_t xl = sdslen(x->member), yl = sdslen(y->member);
+    int cmp = memcmp(x->member, y->member, xl < yl ? xl : yl);
+    if (cmp) return cmp;
+    return xl < yl ? -1 : (xl > yl);
+}
+
+int zsetBtreeAddNew(robj *zobj, const double *scores, robj **argv, size_t n) {
+    zbt *t = objectGetVal(zobj);
+    serverAssert(zbtLength(t) == 0);
+    zaddEntry *entries = zmalloc(sizeof(*entries) * n);
+    for (size_t j = 0; j < n; j++) {
+        entries[j].score = scores[j];
+        entries[j].member = objectGetVal(argv[j * 2 + 1]);
+    }
+    qsort(entries, n, sizeof(*entries), zaddEntryCompare);
+    int distinct = 1;
+    for (size_t j = 0; j < n && distinct; j++) {
+        const zaddEntry *e = &entries[j];
+        distinct = zsetBtreeAdd(t, e->score, (unsigned char *)e->member, sdslen(e->member)) == ZBT_OK;
+    }
+    zfree(entries);
+    if (!distinct) {
+        zbtFree(t);
+        objectSetVal(zobj, zbtCreate(n > ZSET_BTREE_PRESIZE_MAX ? ZSET_BTREE_PRESIZE_MAX : n));
+        return 0;
+    }
+    zbtAppendDone(t);
+    return 1;
+}
+
 /* Builds the tree of a listpack-encoded set and frees the listpack; or,
  * when the listpack is no set (a duplicate member, a NaN score: only a
  * corrupt payload holds them), returns NULL and leaves it as it is. */

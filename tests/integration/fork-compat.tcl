@@ -239,6 +239,33 @@ compat_server reference {} {
             assert_equal [r -1 debug digest] [r debug digest]
         }
 
+        # A ZADD that creates a set past the listpack is built in one
+        # sorted pass when its members are distinct, and member by member
+        # when one repeats: both must answer and end as the reference does,
+        # under every flag.
+        test {ZADD creating a big set answers as the reference, with and without repeats} {
+            foreach flags {{} {ch} {nx} {nx ch} {gt} {gt ch} {lt} {lt ch} {xx}} {
+                for {set round 0} {$round < 20} {incr round} {
+                    set n [expr {$round % 2 ? 3 + int(rand() * 10) : 129 + int(rand() * 200)}]
+                    set repeats [expr {$round % 4 >= 2}]
+                    set args {}
+                    for {set i 0} {$i < $n} {incr i} {
+                        set m [expr {$repeats && rand() < 0.1 ? "m:[expr {int(rand() * 10)}]" : "m:$round:$i"}]
+                        if {rand() < 0.05} {append m [string repeat x 70]}
+                        lappend args [expr {int(rand() * 20) - 10}] $m
+                    }
+                    r -1 del newz
+                    r del newz
+                    assert_equal [r -1 zadd newz {*}$flags {*}$args] [r zadd newz {*}$flags {*}$args] \
+                        "ZADD newz $flags of $n members"
+                    assert_equal [r -1 zrange newz 0 -1 withscores] [r zrange newz 0 -1 withscores]
+                    assert_equal [r -1 debug digest-value newz] [r debug digest-value newz]
+                }
+            }
+            r -1 del newz
+            r del newz
+        }
+
         test {RDB files move both ways between the reference and the fork} {
             set digest [r debug digest]
             r -1 save
