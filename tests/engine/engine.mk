@@ -38,13 +38,15 @@ $(ENGINE_OUT)/test_zbtree_san: tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE
 		tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
 # The benchmark compares with upstream's listpack: it links listpack.c and
-# what listpack.c needs (util.c, sds.c, sha256.c, fpconv).
+# what listpack.c needs (util.c, sds.c, sha256.c, fpconv; since 9.0 also
+# valkey_strtod.c and monotonic.c, which util.c calls).
 ENGINE_LISTPACK := $(TREE)/src/listpack.c $(TREE)/src/util.c $(TREE)/src/sds.c $(TREE)/src/sha256.c \
+	$(TREE)/src/valkey_strtod.c $(TREE)/src/monotonic.c \
 	$(TREE)/deps/fpconv/libfpconv.a
 
 $(ENGINE_OUT)/bench_zbtree: tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) -I$(TREE)/deps/fpconv $(ENGINE_JEMALLOC) -o $@ \
+	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) -I$(TREE)/deps/fpconv -I$(TREE)/deps/fast_float $(ENGINE_JEMALLOC) -o $@ \
 		tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_LISTPACK) $(ENGINE_JEMALLOC_LIB)
 
 $(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
