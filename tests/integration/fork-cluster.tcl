@@ -310,8 +310,9 @@ proc fc_bg_result {out what} {
     # Without the colours valkey-cli gives its lines.
     regsub -all {\x1b\[[0-9;]*m} [exec cat $out.log] {} log
     if {$rc != 0} { fail "$what exited with $rc:\n[string range $log end-3000 end]" }
-    # reshard prints a line per slot, rebalance one per batch of slots.
-    set n [regexp -all -line {^Moving slot } $log]
+    # reshard prints a line per slot, rebalance one per batch of slots;
+    # since 9.0 a slot's line follows the previous one's progress marks.
+    set n [regexp -all -line {^[#.]*Moving slot [0-9]+ from } $log]
     foreach {_ k} [regexp -all -line -inline {^Moving ([0-9]+) slots from} $log] { incr n $k }
     return $n
 }
