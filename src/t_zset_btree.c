@@ -59,10 +59,7 @@ typedef struct zaddEntry {
 static int zaddEntryCompare(const void *a, const void *b) {
     const zaddEntry *x = a, *y = b;
     if (x->score != y->score) return x->score < y->score ? -1 : 1;
-    size_t xl = sdslen(x->member), yl = sdslen(y->member);
-    int cmp = memcmp(x->member, y->member, xl < yl ? xl : yl);
-    if (cmp) return cmp;
-    return xl < yl ? -1 : (xl > yl);
+    return sdscmp(x->member, y->member);
 }
 
 int zsetBtreeAddNew(robj *zobj, const double *scores, robj **argv, size_t n) {
@@ -160,6 +157,28 @@ void zsetBtreeRandomEntry(zbt *t, listpackEntry *key, double *score) {
     key->sval = (unsigned char *)cur.member;
     key->slen = cur.len;
     if (score) *score = cur.score;
+}
+
+/* ZRANDMEMBER's count of distinct members when the count is close to the
+ * set's size: a partial Fisher-Yates shuffle of the ranks picks them
+ * uniformly and in random order, and each is read where it lies, so no
+ * member is copied. */
+void zsetBtreeReplyRandomDistinct(client *c, zbt *t, unsigned long count, int withscores) {
+    unsigned long size = zbtLength(t);
+    serverAssert(count <= size);
+    unsigned long *ranks = zmalloc(sizeof(*ranks) * size);
+    for (unsigned long i = 0; i < size; i++) ranks[i] = i;
+    zbtCursor cur;
+    for (unsigned long i = 0; i < count; i++) {
+        unsigned long j = i + genrand64_int64() % (size - i);
+        unsigned long rank = ranks[j];
+        ranks[j] = ranks[i];
+        serverAssert(zbtAtRank(t, rank, &cur));
+        if (withscores && c->resp > 2) addReplyArrayLen(c, 2);
+        addReplyBulkCBuffer(c, cur.member, cur.len);
+        if (withscores) addReplyDouble(c, cur.score);
+    }
+    zfree(ranks);
 }
 
 /* The longest member's length, adding every member's to *totallen. */

@@ -42,28 +42,8 @@ proc compat_server {kind options code} {
     }
 }
 
-# Fills a sorted set in the server, members m:<first>..m:<last>, 2,000
-# arguments per ZADD. Scores: `ties` gives member i the score i % 50000, so
-# that members share scores and are ordered by name among equals; `spread`
-# gives exact doubles (multiples of 1/8), negative and positive.
-set ::compat_bulk_script {
-    local key, first, last, kind = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-    local batch = {}
-    for i = first, last do
-        if kind == 'ties' then
-            batch[#batch + 1] = i % 50000
-        else
-            batch[#batch + 1] = (i * 7919 % 1000003) / 8 - 60000
-        end
-        batch[#batch + 1] = 'm:' .. i
-        if #batch == 2000 then
-            redis.call('zadd', key, unpack(batch))
-            batch = {}
-        end
-    end
-    if #batch > 0 then redis.call('zadd', key, unpack(batch)) end
-    return redis.call('zcard', key)
-}
+# Big sets are filled on the server: ::fork_zfill_lua.
+source tests/helpers/fork-zfill.tcl
 
 # A ZADD of `n` members named <prefix><i>, the score of each from
 # `scoreexpr` (an expression of $i).
@@ -78,7 +58,7 @@ proc compat_zadd {key n prefix scoreexpr} {
 # The dataset, as a list of commands, made once so that both servers get
 # the very same data. Sizes around the listpack limits (128 entries, 64
 # bytes per member) come in both encodings. The 100,000 and 1,000,000
-# member sets are built by ::compat_bulk_script, in chunks.
+# member sets are built by ::fork_zfill_lua, in chunks.
 proc compat_dataset {} {
     set specials {-0.0 0 +inf -inf 1e308 -1.7976931348623157e308 4.9e-324
                   0.1 3.141592653589793 -2.5e-10 9007199254740993 -7}
@@ -131,9 +111,9 @@ proc compat_dataset {} {
     lappend cmds $cmd
 
     # The big ones.
-    lappend cmds [list eval $::compat_bulk_script 1 zs:big:100k 1 100000 spread]
+    lappend cmds [list eval $::fork_zfill_lua 1 zs:big:100k 1 100000 spread 0]
     for {set first 1} {$first <= 1000000} {incr first 250000} {
-        lappend cmds [list eval $::compat_bulk_script 1 zs:big:1m $first [expr {$first + 249999}] ties]
+        lappend cmds [list eval $::fork_zfill_lua 1 zs:big:1m $first [expr {$first + 249999}] ties 0]
     }
     return $cmds
 }

@@ -38,31 +38,7 @@ set ::fm_big [expr {[info exists ::env(FORK_MIGRATESLOTS_BIG)] ? $::env(FORK_MIG
 
 # --- The data ---
 
-# Fills KEYS[1] with members m:<first> .. m:<last>. ARGV[3] picks the
-# scores: 'ties' (i % 50000: twenty members share each score at 1M) or
-# 'spread' (eighths, negative and positive). ARGV[4] = n > 0 makes every
-# n-th member longer than zset-max-listpack-value.
-set ::fm_fill_lua {
-    local key, first, last, kind, long = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-    local pad = ':' .. string.rep('L', 70)
-    local batch = {}
-    for i = first, last do
-        if kind == 'ties' then
-            batch[#batch + 1] = i % 50000
-        else
-            batch[#batch + 1] = (i * 7919 % 1000003) / 8 - 60000
-        end
-        local m = 'm:' .. i
-        if long > 0 and i % long == 0 then m = m .. pad end
-        batch[#batch + 1] = m
-        if #batch == 2000 then
-            redis.call('zadd', key, unpack(batch))
-            batch = {}
-        end
-    end
-    if #batch > 0 then redis.call('zadd', key, unpack(batch)) end
-    return redis.call('zcard', key)
-}
+source tests/helpers/fork-zfill.tcl
 
 # GEOADDs places place:<first> .. place:<last> to KEYS[1].
 set ::fm_geo_lua {
@@ -108,7 +84,7 @@ proc fm_fill {link} {
         lassign $spec n kind long
         for {set first 1} {$first <= $n} {incr first 50000} {
             set last [expr {min($n, $first + 49999)}]
-            set card [$link eval $::fm_fill_lua 1 $key $first $last $kind $long]
+            set card [$link eval $::fork_zfill_lua 1 $key $first $last $kind $long]
         }
         assert_equal $n $card
     }
