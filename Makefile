@@ -81,6 +81,8 @@ SAN := build/san
 SAN_TESTS := unit/type/zset unit/geo unit/sort unit/dump unit/scan unit/keyspace \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load
+# The module API's sorted-set iterators, ours and upstream's.
+SAN_MODULE_TESTS := unit/moduleapi/fork-zsetrange unit/moduleapi/zset
 test-san: all test-deps
 	rm -rf $(SAN) && cp -a $(TREE) $(SAN)
 	+$(MAKE) -C $(SAN) distclean
@@ -88,6 +90,7 @@ test-san: all test-deps
 		SERVER_CFLAGS='-fsanitize=undefined -fno-sanitize-recover=undefined' \
 		SERVER_LDFLAGS='-fsanitize=undefined'
 	cd $(SAN) && ./runtest --clients 2 --no-latency $(addprefix --single ,$(SAN_TESTS))
+	cd $(SAN) && ./runtest-moduleapi --clients 2 --no-latency $(addprefix --single ,$(SAN_MODULE_TESTS))
 
 # Upstream's own targets, run in the assembled tree as upstream runs them:
 # `make install PREFIX=/opt/valkey`, `make noopt`, `make valgrind`, ... A

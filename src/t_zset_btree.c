@@ -21,6 +21,7 @@
 #include "server.h"
 #include "vector.h"
 #include "mt19937-64.h"
+#include "zmindex.h"
 
 #include <math.h>
 
@@ -225,20 +226,135 @@ unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, 
     return zbtScan(t, cursor, count > 0 ? (size_t)count : 1, scanEmit, &st);
 }
 
-/* Moves a module's range iterator one entry forwards or backwards, staying
- * where it is when that entry is missing or outside the range (score range
- * when byscore, else lex range). Returns 0 when it did not move. */
-int zsetBtreeCursorStep(zbtCursor *cur, int forward, int byscore, zrangespec *rs, zlexrangespec *lrs) {
-    if (!(forward ? zbtNext(cur) : zbtPrev(cur))) return 0;
-    int inside;
+/* Module range iterators
+ * ----------------------
+ *
+ * A module's range iterator over a big set (module.c keeps it in the key,
+ * outside the per-type union, so that it is freed whatever becomes of the
+ * key) is an engine cursor and a copy of the entry it is on:
+ *
+ *   zsetModuleCursor { tree, version, valid, score, member (sds), cursor }
+ *
+ * The cursor is used while the tree is the one it was taken in and at the
+ * same version. After a change (the module added or removed members, even
+ * through the same iterator's key) the copy finds the iterator's place
+ * again: like upstream's skiplist node, it stays on its entry, and steps
+ * from there to the entries now next to it, whether or not its own entry
+ * is still there. Its entry is also what CurrentElement returns, so that a
+ * removed entry is never read. */
+struct zsetModuleCursor {
+    zbt *tree;
+    uint64_t version;
+    int valid; /* cur is usable (at tree and version). */
+    double score;
+    sds member;
+    zbtCursor cur;
+};
+
+static void moduleCursorTake(zsetModuleCursor *mc, zbt *t) {
+    mc->tree = t;
+    mc->version = zbtVersion(t);
+    mc->valid = 1;
+    mc->score = mc->cur.score;
+    mc->member = sdscpylen(mc->member, (const char *)mc->cur.member, mc->cur.len);
+}
+
+static int inModuleRange(const zbtCursor *cur, int byscore, zrangespec *rs, zlexrangespec *lrs) {
+    if (byscore) return zbtScoreInRange(cur->score, rs);
+    zbtLexRange lr = zsetBtreeLexRange(lrs);
+    return zbtLexInRange(cur->member, cur->len, &lr);
+}
+
+/* The iterator on the first (or last) entry of the range, or NULL. */
+zsetModuleCursor *zsetModuleCursorFirst(zbt *t, int first, int byscore, zrangespec *rs, zlexrangespec *lrs) {
+    zsetModuleCursor *mc = zmalloc(sizeof(*mc));
+    int found;
     if (byscore) {
-        inside = zbtScoreInRange(cur->score, rs);
+        found = first ? zbtFirstInScoreRange(t, rs, &mc->cur) : zbtLastInScoreRange(t, rs, &mc->cur);
     } else {
         zbtLexRange lr = zsetBtreeLexRange(lrs);
-        inside = zbtLexInRange(cur->member, cur->len, &lr);
+        found = first ? zbtFirstInLexRange(t, &lr, &mc->cur) : zbtLastInLexRange(t, &lr, &mc->cur);
     }
-    if (!inside) forward ? zbtPrev(cur) : zbtNext(cur);
-    return inside;
+    if (!found) {
+        zfree(mc);
+        return NULL;
+    }
+    mc->member = sdsempty();
+    moduleCursorTake(mc, t);
+    return mc;
+}
+
+/* An iterator that was on (score, member) of a listpack that became the
+ * tree t under it: it goes on from that entry's place. */
+zsetModuleCursor *zsetModuleCursorAt(zbt *t, double score, sds member) {
+    zsetModuleCursor *mc = zcalloc(sizeof(*mc));
+    mc->tree = t;
+    mc->valid = 0;
+    mc->score = score;
+    mc->member = sdsdup(member);
+    return mc;
+}
+
+void zsetModuleCursorFree(zsetModuleCursor *mc) {
+    if (!mc) return;
+    sdsfree(mc->member);
+    zfree(mc);
+}
+
+sds zsetModuleCursorEntry(zsetModuleCursor *mc, double *score) {
+    if (score) *score = mc->score;
+    return mc->member;
+}
+
+/* Moves the iterator one entry forwards or backwards within the range
+ * (score range when byscore, else lex range) of the set t. Returns 0, and
+ * stays on its entry, when there is no such entry. */
+int zsetModuleCursorStep(zsetModuleCursor *mc, zbt *t, int forward, int byscore, zrangespec *rs,
+                         zlexrangespec *lrs) {
+    zbtCursor *cur = &mc->cur;
+    int moved;
+    if (mc->valid && mc->tree == t && mc->version == zbtVersion(t)) {
+        moved = forward ? zbtNext(cur) : zbtPrev(cur);
+    } else {
+        /* Its place again: the first entry at or after its own. */
+        const unsigned char *m = (const unsigned char *)mc->member;
+        size_t len = sdslen(mc->member);
+        int found = zbtSeek(t, mc->score, m, len, cur);
+        if (forward) {
+            int same = found && cur->score == mc->score && cur->len == len && memcmp(cur->member, m, len) == 0;
+            moved = found && (!same || zbtNext(cur));
+        } else {
+            moved = found ? zbtPrev(cur) : zbtLast(t, cur);
+        }
+    }
+    if (moved && inModuleRange(cur, byscore, rs, lrs)) {
+        moduleCursorTake(mc, t);
+        return 1;
+    }
+    mc->valid = 0; /* cur left its entry: find it again next time */
+    return 0;
+}
+
+/* The entry of a listpack set at or after (score, member), or NULL: where a
+ * module's iterator over the listpack goes on after a write through its key
+ * moved the listpack's entries. */
+unsigned char *zsetListpackSeek(unsigned char *zl, double score, sds member) {
+    unsigned char *eptr = lpSeek(zl, 0);
+    while (eptr) {
+        unsigned char *sptr = lpNext(zl, eptr);
+        double s = zzlGetScore(sptr);
+        if (s > score) return eptr;
+        if (s == score) {
+            unsigned char buf[LP_INTBUF_SIZE];
+            int64_t vlen;
+            unsigned char *v = lpGet(eptr, &vlen, buf);
+            size_t mlen = sdslen(member), n = (size_t)vlen < mlen ? (size_t)vlen : mlen;
+            int c = memcmp(v, member, n);
+            if (c > 0 || (c == 0 && (size_t)vlen >= mlen)) return eptr;
+        }
+        eptr = lpNext(zl, sptr);
+    }
+    return NULL;
 }
 
 /* Deep sanitization of a loaded zset listpack: every score a number and the
@@ -280,4 +396,63 @@ int zsetListpackIsOrdered(unsigned char *zl) {
         eptr = lpNext(zl, sptr);
     }
     return 1;
+}
+
+/* dismissObject() of a big set, in a fork child that has saved it: the
+ * tree's big allocations (arena chunks, index segments, the leaf table) go
+ * back, whole pages, so the server's writes to them copy nothing. Its
+ * small ones (inner nodes, leaves of a small tree) are left, as upstream
+ * leaves a skiplist's nodes. */
+void zsetBtreeDismiss(robj *o, size_t size_hint) {
+    UNUSED(size_hint);
+    zbtDismiss(objectGetVal(o), server.page_size, dismissMemory);
+}
+
+/* DEBUG BTREE <key> [CHECK] and DEBUG HTSTATS-KEY of a big set: the tree's
+ * figures (a walk of its leaves, as DEBUG LISTPACK walks a listpack), or
+ * the check of every invariant of the tree and its index. */
+static sds catIndexStats(sds s, zbt *t) {
+    zmiStats ix;
+    zmiGetStats(zbtIndex(t), &ix);
+    return sdscatfmt(s,
+                     "index_entries:%U\r\nindex_slots:%U\r\nindex_load_permille:%U\r\n"
+                     "index_segments:%U\r\nindex_depth:%u\r\nindex_longest_probe:%u\r\n"
+                     "index_largest_segment_bytes:%U\r\nindex_bytes:%U\r\n",
+                     (unsigned long long)ix.entries, (unsigned long long)ix.slots,
+                     (unsigned long long)(ix.slots ? ix.entries * 1000 / ix.slots : 0),
+                     (unsigned long long)ix.segments, ix.depth, ix.longestProbe,
+                     (unsigned long long)ix.largestSegmentBytes, (unsigned long long)ix.bytes);
+}
+
+void zsetBtreeDebug(client *c, robj *o, int check) {
+    zbt *t = objectGetVal(o);
+    if (check) {
+        const char *err = zbtCheck(t);
+        if (err) addReplyErrorFormat(c, "btree check failed: %s", err);
+        else addReply(c, shared.ok);
+        return;
+    }
+    zbtStats st;
+    zbtGetStats(t, &st);
+    sds s = sdscatfmt(sdsempty(),
+                      "members:%U\r\nheight:%U\r\nleaves:%U\r\ninner_nodes:%U\r\n"
+                      "leaf_fill_permille:%U\r\narena_chunks:%U\r\nleaf_ids:%U\r\nfree_leaf_ids:%U\r\n"
+                      "leaf_bytes:%U\r\ninner_bytes:%U\r\nlong_member_bytes:%U\r\nother_bytes:%U\r\n",
+                      (unsigned long long)zbtLength(t), (unsigned long long)st.height,
+                      (unsigned long long)st.leaves, (unsigned long long)st.inners,
+                      (unsigned long long)(st.payloadCap ? st.payloadUsed * 1000 / st.payloadCap : 0),
+                      (unsigned long long)st.arenaChunks, (unsigned long long)st.leafIds,
+                      (unsigned long long)st.freeIds, (unsigned long long)st.leafBytes,
+                      (unsigned long long)st.innerBytes, (unsigned long long)st.oolBytes,
+                      (unsigned long long)st.otherBytes);
+    s = catIndexStats(s, t);
+    s = sdscatfmt(s, "total_bytes:%U\r\n", (unsigned long long)zbtAllocSize(t));
+    addReplyVerbatim(c, s, sdslen(s), "txt");
+    sdsfree(s);
+}
+
+void zsetBtreeIndexStats(client *c, robj *o) {
+    sds s = catIndexStats(sdsempty(), objectGetVal(o));
+    addReplyVerbatim(c, s, sdslen(s), "txt");
+    sdsfree(s);
 }

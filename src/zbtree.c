@@ -1308,7 +1308,18 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     return 0;
 }
 
+/* Set while a fork child shares the server's pages: a read then writes
+ * nothing to a tree (a write to its struct would copy that page for every
+ * tree read, where upstream's reads copy nothing). */
+static int pagesShared;
+
+void zbtSetPagesShared(int shared) {
+    pagesShared = shared;
+    zmiSetPagesShared(shared);
+}
+
 static void remember(zbt *t, const pos *p, uint64_t h, int hashed) {
+    if (pagesShared) return;
     t->foundVersion = t->version;
     t->foundLeaf = p->leaf;
     t->foundIdx = p->idx;
@@ -1625,6 +1636,10 @@ void zbtFree(zbt *t) {
 
 unsigned long zbtLength(const zbt *t) { return t->length; }
 
+int zbtHeight(const zbt *t) { return t->height; }
+
+const zmi *zbtIndex(const zbt *t) { return t->index; }
+
 size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
 
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
@@ -1925,6 +1940,25 @@ int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c) {
     }
     cursorAt(c, t, node, (int)rank);
     return 1;
+}
+
+int zbtSeek(zbt *t, double score, const unsigned char *m, size_t len, zbtCursor *c) {
+    settle(t);
+    if (!t->length) return 0;
+    pos p;
+    zbtLeaf *l = descendKey(t, score, m, len);
+    leafSeekKey(l, score, m, len, &p);
+    if (p.idx == l->count) {
+        if (!l->next) return 0;
+        l = l->next, p.idx = 0;
+    }
+    cursorAt(c, t, l, p.idx);
+    return 1;
+}
+
+uint64_t zbtVersion(zbt *t) {
+    settle(t);
+    return t->version;
 }
 
 unsigned long zbtCursorRank(const zbtCursor *c) { return leafRank(c->leaf) + c->idx; }
@@ -2352,6 +2386,20 @@ uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void
     return id < t->nids ? id : 0;
 }
 
+/* --- Dismissing --- */
+
+void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
+    leafArena *a = arenaOf(t);
+    if (a) {
+        size_t chunk = (size_t)ARENA_CHUNK_LEAVES * ZBT_LEAF_BYTES;
+        if (chunk >= min)
+            for (uint32_t i = 0; i < a->nchunks; i++) fn(a->chunk[i], chunk);
+        if (zmalloc_size(a) >= min) fn(a, zmalloc_size(a));
+    }
+    if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
+    zmiDismiss(t->index, min, fn);
+}
+
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
     zbt *moved = zbtDefragShell(t, fn);
     if (moved) t = moved;
@@ -2367,6 +2415,7 @@ static void statsNode(const zbt *t, void *node, int level, zbtStats *s) {
         s->leaves++;
         s->leafBytes += arenaOf(t) ? ZBT_LEAF_BYTES : zmalloc_size(l);
         s->payloadUsed += l->used;
+        s->payloadCap += leafCap(l);
         size_t off = 0;
         double prev = 0.0;
         for (int i = 0; i < l->count; i++) {
@@ -2391,6 +2440,9 @@ void zbtGetStats(zbt *t, zbtStats *s) {
     s->height = t->height;
     s->indexBytes = zmiAllocSize(t->index);
     s->otherBytes = t->bytes - s->leafBytes - s->innerBytes - s->oolBytes;
+    s->arenaChunks = arenaOf(t) ? arenaOf(t)->nchunks : 0;
+    s->leafIds = t->nids - 1;
+    s->freeIds = t->nfree;
 }
 
 /* --- Consistency check --- */

@@ -78,6 +78,10 @@ void zbtFree(zbt *t);
 unsigned long zbtLength(const zbt *t);
 size_t zbtAllocSize(const zbt *t);
 void zbtSetHashSeed(const uint8_t seed[16]);
+/* While set (a fork child shares the server's pages), reads write nothing
+ * to a tree and the member index gives back no memory (upstream's hash
+ * tables avoid resizing then, likewise). */
+void zbtSetPagesShared(int shared);
 
 /* By member. */
 int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score);
@@ -105,6 +109,11 @@ void zbtAppendDone(zbt *t);
 /* Positions: 0-based ranks. */
 int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c);
 unsigned long zbtCursorRank(const zbtCursor *c);
+/* The first entry at or after (score, member); 0 when there is none. */
+int zbtSeek(zbt *t, double score, const unsigned char *m, size_t len, zbtCursor *c);
+/* Changes with every write that may move an entry (and with defrag): a
+ * cursor taken at one version is valid while the version stays. */
+uint64_t zbtVersion(zbt *t);
 int zbtNext(zbtCursor *c);
 int zbtPrev(zbtCursor *c);
 int zbtFirst(zbt *t, zbtCursor *c);
@@ -147,12 +156,26 @@ zbt *zbtDefrag(zbt *t, void *(*fn)(void *));
 zbt *zbtDefragShell(zbt *t, void *(*fn)(void *));
 uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void *));
 
+/* Calls fn on each of the tree's allocations of `min` bytes or more (leaf
+ * arena chunks, the leaf table, member index segments): a fork child that
+ * has saved the tree hands their pages back (upstream's dismissObject). */
+void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size));
+
 /* Where the bytes of a tree go, for DEBUG and the benchmarks. */
 typedef struct zbtStats {
     size_t leaves, inners, height;
     size_t leafBytes, innerBytes, oolBytes, indexBytes, otherBytes;
     size_t payloadUsed; /* Bytes of entries in the leaves. */
+    size_t payloadCap;  /* Bytes leaves can hold entries in. */
+    size_t arenaChunks; /* 0: every leaf is an allocation of its own. */
+    size_t leafIds, freeIds;
 } zbtStats;
+
+/* The member index (zmindex.h), for its figures. */
+const struct zmi *zbtIndex(const zbt *t);
+
+/* The tree's height, in O(1) (crash reports). 0 when the root is a leaf. */
+int zbtHeight(const zbt *t);
 
 void zbtGetStats(zbt *t, zbtStats *s);
 

@@ -429,6 +429,10 @@ void zmiInsert(zmi *ix, uint64_t hash, uint32_t id) {
     ix->count++;
 }
 
+static int pagesShared;
+
+void zmiSetPagesShared(int shared) { pagesShared = shared; }
+
 int zmiRemove(zmi *ix, uint64_t hash, uint32_t id) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     uint32_t di = dirIndex(ix, h32);
@@ -437,6 +441,7 @@ int zmiRemove(zmi *ix, uint64_t hash, uint32_t id) {
     if (p < 0) return 0;
     segDelete(s, (uint32_t)p);
     ix->count--;
+    if (pagesShared) return 1;
     if (s->cap > ZMI_SEG_MIN_CAP && (uint64_t)s->count * 100 < (uint64_t)s->cap * ZMI_MIN_LOAD_PCT) {
         segResize(ix, di, s->count);
     }
@@ -451,6 +456,35 @@ int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to) {
     if (p < 0) return 0;
     s->slot[p] = slotMake(h32, to);
     return 1;
+}
+
+void zmiGetStats(const zmi *ix, zmiStats *st) {
+    memset(st, 0, sizeof(*st));
+    st->entries = ix->count;
+    st->bytes = ix->bytes;
+    st->depth = ix->depth;
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n; i += dirSpan(ix, ix->dir[i].seg)) {
+        const segment *s = ix->dir[i].seg;
+        size_t size = zmalloc_size((void *)s);
+        st->segments++;
+        st->slots += s->cap;
+        if (size > st->largestSegmentBytes) st->largestSegmentBytes = size;
+        for (uint32_t p = 0; p < s->cap; p++) {
+            if (!s->slot[p]) continue;
+            uint32_t d = distance(s, s->slot[p], p);
+            if (d > st->longestProbe) st->longestProbe = d;
+        }
+    }
+}
+
+void zmiDismiss(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size)) {
+    uint32_t n = 1u << ix->depth;
+    for (uint32_t i = 0; i < n; i += dirSpan(ix, ix->dir[i].seg)) {
+        size_t size = zmalloc_size(ix->dir[i].seg);
+        if (size >= min) fn(ix->dir[i].seg, size);
+    }
+    if (zmalloc_size(ix->dir) >= min) fn(ix->dir, zmalloc_size(ix->dir));
 }
 
 void zmiDefrag(zmi *ix, void *(*fn)(void *)) {

@@ -42,6 +42,14 @@ int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to);
 uint64_t zmiScan(const zmi *ix, uint64_t from, size_t count, void (*visit)(void *ctx, uint32_t h32, uint32_t id),
                  void *ctx);
 
+/* While set, deletes rebuild no segment smaller (a fork child shares the
+ * pages: upstream's hash tables avoid resizing then). */
+void zmiSetPagesShared(int shared);
+
+/* Calls fn on each allocation of `min` bytes or more (segments, the
+ * directory). */
+void zmiDismiss(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size));
+
 /* Calls fn on each allocation; fn returns the new address or NULL if it did
  * not move the allocation (upstream's activeDefragAlloc contract). */
 void zmiDefrag(zmi *ix, void *(*fn)(void *));
@@ -50,5 +58,15 @@ void zmiDefrag(zmi *ix, void *(*fn)(void *));
  * hash bits are the top 32 bits of the member's hash. */
 void zmiForEach(const zmi *ix, void (*visit)(void *ctx, uint32_t h32, uint32_t id), void *ctx);
 const char *zmiCheck(const zmi *ix);
+
+/* The index's figures, for DEBUG BTREE and DEBUG HTSTATS-KEY. */
+typedef struct zmiStats {
+    size_t entries, slots, segments, bytes;
+    unsigned depth;            /* Directory depth: top hash bits it uses. */
+    unsigned longestProbe;     /* Furthest slot from its home. */
+    size_t largestSegmentBytes;
+} zmiStats;
+
+void zmiGetStats(const zmi *ix, zmiStats *st);
 
 #endif

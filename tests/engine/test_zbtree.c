@@ -711,6 +711,127 @@ static void test_index_grows_without_bursts(void **state) {
     zmiFree(ix);
 }
 
+/* A module's iterator finds its place again by its entry: zbtSeek gives
+ * the first entry at or after a key, and the version says when a cursor
+ * went stale. */
+static void test_seek_and_version(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    zbtCursor *c = malloc(sizeof(*c));
+    unsigned char m[64];
+    assert_false(zbtSeek(t, 0.0, (const unsigned char *)"a", 1, c));
+    for (long i = 0; i < 5000; i++) zbtInsert(t, (double)(i / 2), m, name(m, "k", i));
+    /* On an entry; between two (same score, member in between); past the
+     * last score of a leaf; past the end. */
+    assert_true(zbtSeek(t, 100.0, m, name(m, "k", 200), c));
+    assert_memory_equal(c->member, "k200", 4);
+    assert_true(zbtSeek(t, 100.0, (const unsigned char *)"k2000", 5, c));
+    assert_true(c->len == 4 && !memcmp(c->member, "k201", 4) && c->score == 100.0);
+    for (long i = 0; i < 2499; i++) {
+        assert_true(zbtSeek(t, (double)i + 0.5, (const unsigned char *)"", 0, c));
+        assert_true(c->score == (double)i + 1);
+        assert_int_equal(zbtCursorRank(c), (unsigned long)(2 * i + 2));
+    }
+    assert_false(zbtSeek(t, 2499.5, (const unsigned char *)"", 0, c));
+    assert_true(zbtSeek(t, -INFINITY, (const unsigned char *)"", 0, c));
+    assert_int_equal(zbtCursorRank(c), 0);
+
+    /* Reads keep the version; every write moves it. */
+    uint64_t v = zbtVersion(t);
+    double s;
+    unsigned long rank;
+    assert_true(zbtScore(t, m, name(m, "k", 77), &s));
+    assert_true(zbtRank(t, m, name(m, "k", 78), 0, &rank));
+    assert_true(zbtAtRank(t, 999, c));
+    assert_true(zbtVersion(t) == v);
+    zbtInsert(t, 7.0, (const unsigned char *)"new", 3);
+    assert_true(zbtVersion(t) != v);
+    v = zbtVersion(t);
+    zbtDelete(t, (const unsigned char *)"new", 3, &s);
+    assert_true(zbtVersion(t) != v);
+    v = zbtVersion(t);
+    zbtUpdateScore(t, m, name(m, "k", 5), 9999.0);
+    assert_true(zbtVersion(t) != v);
+    check(t);
+    free(c);
+    zbtFree(t);
+}
+
+/* While a fork child shares the pages, a read writes nothing to the tree's
+ * struct (the page that would be copied for every tree read), and deletes
+ * give no index memory back. */
+static void test_reads_write_nothing_while_shared(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    zbtCursor *c = malloc(sizeof(*c));
+    unsigned char m[64];
+    for (long i = 0; i < 100000; i++) zbtInsert(t, (double)(i % 977), m, name(m, "s", i));
+    size_t structBytes = zmalloc_size(t);
+    unsigned char *before = malloc(structBytes);
+    zbtSetPagesShared(1);
+    memcpy(before, t, structBytes);
+    double s;
+    unsigned long rank;
+    zbtScoreRange sr = srange(10, 20, 0, 1);
+    for (long i = 0; i < 1000; i++) {
+        assert_true(zbtScore(t, m, name(m, "s", i * 97), &s));
+        assert_true(zbtRank(t, m, name(m, "s", i * 89), i & 1, &rank));
+        assert_true(zbtAtRank(t, (unsigned long)i * 50, c));
+        assert_true(zbtFirstInScoreRange(t, &sr, c) && zbtNext(c));
+        assert_true(zbtSeek(t, (double)(i % 977), m, name(m, "s", i), c));
+    }
+    assert_memory_equal(before, t, structBytes);
+
+    size_t indexBytes = zmiAllocSize(zbtIndex(t));
+    for (long i = 0; i < 90000; i++) zbtDelete(t, m, name(m, "s", i), &s);
+    assert_true(zmiAllocSize(zbtIndex(t)) >= indexBytes);
+    check(t);
+    zbtSetPagesShared(0);
+    for (long i = 90000; i < 95000; i++) zbtDelete(t, m, name(m, "s", i), &s);
+    assert_true(zmiAllocSize(zbtIndex(t)) < indexBytes / 2);
+    check(t);
+    free(before);
+    free(c);
+    zbtFree(t);
+}
+
+/* A fork child that saved a tree hands back its big allocations. */
+typedef struct dismissed {
+    size_t bytes, calls;
+    void *seen[4096];
+} dismissed;
+
+static dismissed dismissLog;
+
+static void logDismiss(void *ptr, size_t size) {
+    for (size_t i = 0; i < dismissLog.calls && i < 4096; i++) assert_ptr_not_equal(dismissLog.seen[i], ptr);
+    if (dismissLog.calls < 4096) dismissLog.seen[dismissLog.calls] = ptr;
+    assert_true(size >= 4096 && size == zmalloc_size(ptr));
+    dismissLog.bytes += size;
+    dismissLog.calls++;
+}
+
+static void test_dismiss_gives_big_allocations(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    for (long i = 0; i < 200000; i++) zbtInsert(t, (double)i, m, name(m, "d", i));
+    memset(&dismissLog, 0, sizeof(dismissLog));
+    zbtDismiss(t, 4096, logDismiss);
+    /* Arena chunks and index segments: nearly all of the tree. */
+    if (dismissLog.bytes < zbtAllocSize(t) * 9 / 10)
+        fail_msg("dismissed %zu of %zu bytes", dismissLog.bytes, zbtAllocSize(t));
+    zbtFree(t);
+
+    /* A small tree has nothing that big. */
+    t = zbtCreate(0);
+    for (long i = 0; i < 300; i++) zbtInsert(t, (double)i, m, name(m, "d", i));
+    memset(&dismissLog, 0, sizeof(dismissLog));
+    zbtDismiss(t, 4096, logDismiss);
+    assert_int_equal(dismissLog.calls, 0);
+    zbtFree(t);
+}
+
 /* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
 static long diffOps(long ops) {
     const char *env = getenv("ZBT_DIFF_OPS");
@@ -751,6 +872,9 @@ int main(void) {
         cmocka_unit_test(test_defrag_moves_everything),
         cmocka_unit_test(test_scan_visits_each_member_once),
         cmocka_unit_test(test_index_grows_without_bursts),
+        cmocka_unit_test(test_seek_and_version),
+        cmocka_unit_test(test_reads_write_nothing_while_shared),
+        cmocka_unit_test(test_dismiss_gives_big_allocations),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };

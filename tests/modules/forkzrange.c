@@ -9,7 +9,23 @@
  * FWD starts at the first entry of the range and steps with RangeNext, REV
  * at the last and steps with RangePrev. The reply: member, score, member,
  * score, ... then the member the iterator still points at after the end was
- * reached (or nil), which must be the last one walked. */
+ * reached (or nil), which must be the last one walked.
+ *
+ * And walks that change the set under the iterator, as a module may (the
+ * API does not forbid it, and upstream's skiplist iterators survive it):
+ *
+ * FORKZ.WALKDEL key SCORE|LEX FWD|REV
+ *     walks the whole set and, after each step, removes the member it just
+ *     left (then the last one); replies with the number removed.
+ * FORKZ.GROW key n STOP|CLOSE|WALK
+ *     starts a score range over the whole set, adds n members (scores
+ *     1000000 + i, members "grow:<i>") through the key, then stops and
+ *     closes (STOP), closes without stopping (CLOSE), or walks on to the
+ *     end and replies with the members walked, the first included (WALK).
+ * FORKZ.DRAIN key
+ *     walks the set removing each current member, which empties and deletes
+ *     the key under the iterator, then closes without stopping; replies
+ *     with the number removed. */
 
 #include "valkeymodule.h"
 
@@ -78,6 +94,90 @@ static int forkzLex(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
     return walk(ctx, key, reverse);
 }
 
+static int forkzWalkDel(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
+    if (argc != 4) return ValkeyModule_WrongArity(ctx);
+    ValkeyModule_AutoMemory(ctx);
+    ValkeyModuleKey *key = ValkeyModule_OpenKey(ctx, argv[1], VALKEYMODULE_READ | VALKEYMODULE_WRITE);
+    int lex = strcasecmp(ValkeyModule_StringPtrLen(argv[2], NULL), "lex") == 0;
+    int reverse = isReverse(argv[3]);
+    ValkeyModuleString *lo = ValkeyModule_CreateString(ctx, "-", 1), *hi = ValkeyModule_CreateString(ctx, "+", 1);
+    int ret;
+    if (lex) ret = reverse ? ValkeyModule_ZsetLastInLexRange(key, lo, hi) : ValkeyModule_ZsetFirstInLexRange(key, lo, hi);
+    else ret = reverse ? ValkeyModule_ZsetLastInScoreRange(key, VALKEYMODULE_NEGATIVE_INFINITE, VALKEYMODULE_POSITIVE_INFINITE, 0, 0)
+                       : ValkeyModule_ZsetFirstInScoreRange(key, VALKEYMODULE_NEGATIVE_INFINITE, VALKEYMODULE_POSITIVE_INFINITE, 0, 0);
+    if (ret != VALKEYMODULE_OK) return ValkeyModule_ReplyWithError(ctx, "ERR no sorted set");
+    long long removed = 0;
+    while (!ValkeyModule_ZsetRangeEndReached(key)) {
+        ValkeyModuleString *left = ValkeyModule_ZsetRangeCurrentElement(key, NULL);
+        if (left == NULL) break;
+        int more = reverse ? ValkeyModule_ZsetRangePrev(key) : ValkeyModule_ZsetRangeNext(key);
+        int deleted = 0;
+        ValkeyModule_ZsetRem(key, left, &deleted);
+        removed += deleted;
+        if (!more) break;
+    }
+    ValkeyModule_ZsetRangeStop(key);
+    ValkeyModule_CloseKey(key);
+    return ValkeyModule_ReplyWithLongLong(ctx, removed);
+}
+
+static int forkzGrow(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
+    if (argc != 4) return ValkeyModule_WrongArity(ctx);
+    ValkeyModule_AutoMemory(ctx);
+    long long n;
+    if (ValkeyModule_StringToLongLong(argv[2], &n) != VALKEYMODULE_OK) return ValkeyModule_ReplyWithError(ctx, "ERR n");
+    const char *how = ValkeyModule_StringPtrLen(argv[3], NULL);
+    ValkeyModuleKey *key = ValkeyModule_OpenKey(ctx, argv[1], VALKEYMODULE_READ | VALKEYMODULE_WRITE);
+    if (ValkeyModule_ZsetFirstInScoreRange(key, VALKEYMODULE_NEGATIVE_INFINITE, VALKEYMODULE_POSITIVE_INFINITE, 0, 0) !=
+        VALKEYMODULE_OK)
+        return ValkeyModule_ReplyWithError(ctx, "ERR no sorted set");
+    ValkeyModuleString *first = ValkeyModule_ZsetRangeCurrentElement(key, NULL);
+    for (long long i = 0; i < n; i++) {
+        ValkeyModuleString *m = ValkeyModule_CreateStringPrintf(ctx, "grow:%lld", i);
+        ValkeyModule_ZsetAdd(key, 1000000.0 + (double)i, m, NULL);
+    }
+    if (!strcasecmp(how, "stop")) {
+        ValkeyModule_ZsetRangeStop(key);
+        ValkeyModule_CloseKey(key);
+        return ValkeyModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    if (!strcasecmp(how, "close")) {
+        ValkeyModule_CloseKey(key);
+        return ValkeyModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    long len = 0;
+    ValkeyModule_ReplyWithArray(ctx, VALKEYMODULE_POSTPONED_LEN);
+    if (first) ValkeyModule_ReplyWithString(ctx, first), len++;
+    while (ValkeyModule_ZsetRangeNext(key)) {
+        ValkeyModule_ReplyWithString(ctx, ValkeyModule_ZsetRangeCurrentElement(key, NULL));
+        len++;
+    }
+    ValkeyModule_ReplySetArrayLength(ctx, len);
+    ValkeyModule_ZsetRangeStop(key);
+    ValkeyModule_CloseKey(key);
+    return VALKEYMODULE_OK;
+}
+
+static int forkzDrain(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
+    if (argc != 2) return ValkeyModule_WrongArity(ctx);
+    ValkeyModule_AutoMemory(ctx);
+    ValkeyModuleKey *key = ValkeyModule_OpenKey(ctx, argv[1], VALKEYMODULE_READ | VALKEYMODULE_WRITE);
+    if (ValkeyModule_ZsetFirstInScoreRange(key, VALKEYMODULE_NEGATIVE_INFINITE, VALKEYMODULE_POSITIVE_INFINITE, 0, 0) !=
+        VALKEYMODULE_OK)
+        return ValkeyModule_ReplyWithError(ctx, "ERR no sorted set");
+    long long removed = 0;
+    for (;;) {
+        ValkeyModuleString *cur = ValkeyModule_ZsetRangeCurrentElement(key, NULL);
+        if (cur == NULL) break;
+        int deleted = 0;
+        ValkeyModule_ZsetRem(key, cur, &deleted);
+        removed += deleted;
+        if (!ValkeyModule_ZsetRangeNext(key)) break;
+    }
+    ValkeyModule_CloseKey(key);
+    return ValkeyModule_ReplyWithLongLong(ctx, removed);
+}
+
 int ValkeyModule_OnLoad(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int argc) {
     VALKEYMODULE_NOT_USED(argv);
     VALKEYMODULE_NOT_USED(argc);
@@ -85,6 +185,12 @@ int ValkeyModule_OnLoad(ValkeyModuleCtx *ctx, ValkeyModuleString **argv, int arg
     if (ValkeyModule_CreateCommand(ctx, "forkz.score", forkzScore, "readonly", 1, 1, 1) == VALKEYMODULE_ERR)
         return VALKEYMODULE_ERR;
     if (ValkeyModule_CreateCommand(ctx, "forkz.lex", forkzLex, "readonly", 1, 1, 1) == VALKEYMODULE_ERR)
+        return VALKEYMODULE_ERR;
+    if (ValkeyModule_CreateCommand(ctx, "forkz.walkdel", forkzWalkDel, "write", 1, 1, 1) == VALKEYMODULE_ERR)
+        return VALKEYMODULE_ERR;
+    if (ValkeyModule_CreateCommand(ctx, "forkz.grow", forkzGrow, "write", 1, 1, 1) == VALKEYMODULE_ERR)
+        return VALKEYMODULE_ERR;
+    if (ValkeyModule_CreateCommand(ctx, "forkz.drain", forkzDrain, "write", 1, 1, 1) == VALKEYMODULE_ERR)
         return VALKEYMODULE_ERR;
     return VALKEYMODULE_OK;
 }

@@ -77,6 +77,68 @@ start_server {tags {"modules fork"}} {
         assert_error "*no sorted set*" {r forkz.score nokey 0 1 0 0 fwd}
     }
 
+    # The set changes under the iterator (upstream's API does not forbid it):
+    # a skiplist's node stays put, so upstream's walk survives; ours finds
+    # its place again from the entry it is on.
+    foreach by {score lex} {
+        foreach dir {fwd rev} {
+            test "Module range iterator removes the member it left at each step - $by $dir" {
+                r del z
+                set args {}
+                for {set i 0} {$i < 500} {incr i} {
+                    if {$by eq "lex"} { lappend args 0 [format m%04d $i] } else { lappend args $i m$i }
+                }
+                r zadd z {*}$args
+                assert_encoding btree z
+                assert_equal 500 [r forkz.walkdel z $by $dir]
+                assert_equal 0 [r exists z]
+
+                # The same walk over a listpack.
+                r zadd z 1 a 2 b 3 c 4 d
+                assert_equal 4 [r forkz.walkdel z $by $dir]
+                assert_equal 0 [r exists z]
+            }
+        }
+    }
+
+    test "Module range iterator over a listpack that becomes a tree under it" {
+        foreach how {stop close} {
+            r del z
+            r zadd z 1 a 2 b 3 c
+            assert_equal OK [r forkz.grow z 300 $how]
+            assert_encoding btree z
+            assert_equal 303 [r zcard z]
+            assert_equal {1} [r zscore z a]
+            assert_equal OK [r debug btree z check]
+        }
+        r del z
+        r zadd z 1 a 2 b 3 c
+        set walked [r forkz.grow z 300 walk]
+        assert_encoding btree z
+        assert_equal [r zrange z 0 -1] $walked
+        # A growth that stays in the listpack moves its entries too.
+        r del z
+        r zadd z 1 a 2 b 3 c
+        assert_equal [list a b c grow:0 grow:1] [r forkz.grow z 2 walk]
+        assert_encoding listpack z
+    }
+
+    test "Module range iterator on a key emptied under it, closed without a stop" {
+        r del z
+        set args {}
+        for {set i 0} {$i < 1000} {incr i} { lappend args $i m$i }
+        r zadd z {*}$args
+        assert_equal 1000 [r forkz.drain z]
+        assert_equal 0 [r exists z]
+        # On a listpack, removing the current member moves the next one
+        # under the iterator, which then steps past it (upstream does the
+        # same): whatever it removed, the set agrees.
+        r zadd z 1 a 2 b 3 c 4 d 5 e
+        set removed [r forkz.drain z]
+        assert_equal [expr {5 - $removed}] [r zcard z]
+        assert_equal PONG [r ping]
+    }
+
     test "Unload the module - forkzrange" {
         assert_equal {OK} [r module unload forkzrange]
     }
