@@ -472,7 +472,7 @@ static unsigned char *oolCopy(zbt *t, const unsigned char *m, size_t len) {
  * Invariants:
  * - A tree has an arena iff it had ZBT_ARENA_ON live leaves or more since
  *   it last had fewer than ZBT_ARENA_OFF (hysteresis: no flapping).
- * - In an arena, t->leaves[id] == arenaSlot(id) for every live id, and
+ * - In an arena, leafAt(t, id) == arenaSlot(id) for every live id, and
  *   chunks cover exactly the ids below nids.
  * - Free ids below nids are at most live / 32 + ARENA_SLACK after every
  *   write: tend() moves the leaf with the top id into a free id and gives
@@ -497,7 +497,73 @@ typedef struct leafArena {
     unsigned char *chunk[];
 } leafArena;
 
-static inline leafArena *arenaOf(const zbt *t) { return (leafArena *)t->leaves[0]; }
+/* The leaf table: one block, grown by reallocation, up to
+ * LEAF_TABLE_BLOCK ids; past that, a directory of blocks of that many ids,
+ * one more block at a time, so that no insert copies more than a block
+ * (32 KiB) or the directory (8 bytes a block: 7 KiB at 100M members),
+ * however big the set. (A single table was copied whole as it grew: 28 MiB
+ * in one insert at 100M members.) */
+#define LEAF_TABLE_BLOCK 4096
+
+static inline zbtLeaf **leafSlot(const zbt *t, uint32_t id) {
+    if (t->idcap <= LEAF_TABLE_BLOCK) return &t->leaves[id];
+    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    return &dir[id / LEAF_TABLE_BLOCK][id % LEAF_TABLE_BLOCK];
+}
+
+static inline zbtLeaf *leafAt(const zbt *t, uint32_t id) { return *leafSlot(t, id); }
+
+/* Blocks behind the directory; 0 while the table is one block. */
+static inline uint32_t tableBlocks(const zbt *t) {
+    return t->idcap <= LEAF_TABLE_BLOCK ? 0 : t->idcap / LEAF_TABLE_BLOCK;
+}
+
+static void leafTableGrow(zbt *t) {
+    size_t usable, old;
+    if (t->idcap < LEAF_TABLE_BLOCK) {
+        uint32_t cap = t->idcap + t->idcap / 2 + 8;
+        if (cap > LEAF_TABLE_BLOCK) cap = LEAF_TABLE_BLOCK;
+        old = zmalloc_size(t->leaves);
+        t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * cap, &usable);
+        t->bytes += usable - old;
+        t->idcap = cap;
+        return;
+    }
+    uint32_t n = tableBlocks(t);
+    zbtLeaf ***dir;
+    if (n == 0) {
+        dir = zmalloc_usable(sizeof(*dir) * 4, &usable);
+        t->bytes += usable;
+        dir[0] = t->leaves;
+        n = 1;
+    } else {
+        dir = (zbtLeaf ***)t->leaves;
+        old = zmalloc_size(dir);
+        if (sizeof(*dir) * (n + 1) > old) {
+            dir = zrealloc_usable(dir, sizeof(*dir) * n * 2, &usable);
+            t->bytes += usable - old;
+        }
+    }
+    dir[n] = zmalloc_usable(sizeof(zbtLeaf *) * LEAF_TABLE_BLOCK, &usable);
+    t->bytes += usable;
+    t->leaves = (zbtLeaf **)dir;
+    t->idcap = (n + 1) * LEAF_TABLE_BLOCK;
+}
+
+static size_t leafTableBytes(const zbt *t) {
+    size_t bytes = zmalloc_size(t->leaves);
+    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    for (uint32_t i = 0; i < tableBlocks(t); i++) bytes += zmalloc_size(dir[i]);
+    return bytes;
+}
+
+static void leafTableFree(zbt *t) {
+    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    for (uint32_t i = 0; i < tableBlocks(t); i++) zfree(dir[i]);
+    zfree(t->leaves);
+}
+
+static inline leafArena *arenaOf(const zbt *t) { return (leafArena *)leafAt(t, 0); }
 
 static inline zbtLeaf *arenaSlot(const leafArena *a, uint32_t id) {
     return (zbtLeaf *)(a->chunk[id / ARENA_CHUNK_LEAVES] + (size_t)(id % ARENA_CHUNK_LEAVES) * ZBT_LEAF_BYTES);
@@ -518,7 +584,7 @@ static leafArena *arenaReserve(zbt *t, uint32_t ids) {
         if (!old) a->nchunks = 0;
         a->cap = (uint32_t)((usable - sizeof(*a)) / sizeof(a->chunk[0]));
         t->bytes += usable - old;
-        t->leaves[0] = (zbtLeaf *)a;
+        *leafSlot(t, 0) = (zbtLeaf *)a;
     }
     while (a->nchunks < need) a->chunk[a->nchunks++] = talloc(t, (size_t)ARENA_CHUNK_LEAVES * ZBT_LEAF_BYTES);
     return a;
@@ -536,18 +602,13 @@ static inline size_t leafCap(const zbtLeaf *l) {
 static uint32_t takeId(zbt *t) {
     while (t->freeid) {
         uint32_t id = t->freeid;
-        t->freeid = (uint32_t)((uintptr_t)t->leaves[id] >> 1);
+        t->freeid = (uint32_t)((uintptr_t)leafAt(t, id) >> 1);
         if (id < t->nids) {
             t->nfree--;
             return id;
         }
     }
-    if (t->nids == t->idcap) {
-        size_t old = zmalloc_size(t->leaves), usable;
-        t->idcap = t->idcap + t->idcap / 2 + 8;
-        t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * t->idcap, &usable);
-        t->bytes += usable - old;
-    }
+    if (t->nids == t->idcap) leafTableGrow(t);
     return t->nids++;
 }
 
@@ -568,7 +629,7 @@ static zbtLeaf *leafNew(zbt *t, size_t payload) {
     l->prev = l->next = NULL;
     l->used = l->count = 0;
     l->run = 0;
-    t->leaves[id] = l;
+    *leafSlot(t, id) = l;
     return l;
 }
 
@@ -590,7 +651,7 @@ static zbtLeaf *leafFit(zbt *t, zbtLeaf *l, size_t payload) {
 /* Frees a leaf's id; its bytes go back to the allocator, or stay in the
  * arena until tend() gives back the arena's top. */
 static void leafDrop(zbt *t, zbtLeaf *l) {
-    t->leaves[l->id] = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
+    *leafSlot(t, l->id) = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
     t->freeid = l->id;
     t->nfree++;
     if (!arenaOf(t)) tfree(t, l);
@@ -678,7 +739,7 @@ static unsigned long leafRank(const zbtLeaf *l) {
 
 /* Points everything that refers to a leaf at its new address. */
 static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l) {
-    t->leaves[l->id] = l;
+    *leafSlot(t, l->id) = l;
     if (l->prev) l->prev->next = l;
     else t->head = l;
     if (l->next) l->next->prev = l;
@@ -708,7 +769,7 @@ static void arenaTrim(zbt *t, leafArena *a, uint32_t keep) {
 static void arenaOn(zbt *t) {
     leafArena *a = arenaReserve(t, t->nids);
     for (uint32_t id = 1; id < t->nids; id++) {
-        zbtLeaf *l = t->leaves[id];
+        zbtLeaf *l = leafAt(t, id);
         if ((uintptr_t)l & 1) continue;
         leafCopy(t, l, arenaSlot(a, id), ZBT_LEAF_BYTES);
         tfree(t, l);
@@ -719,7 +780,7 @@ static void arenaOn(zbt *t) {
 static void arenaOff(zbt *t) {
     leafArena *a = arenaOf(t);
     for (uint32_t id = 1; id < t->nids; id++) {
-        zbtLeaf *l = t->leaves[id];
+        zbtLeaf *l = leafAt(t, id);
         if ((uintptr_t)l & 1) continue;
         size_t usable;
         zbtLeaf *own = zmalloc_usable(offsetof(zbtLeaf, data) + (l->used ? l->used : 1), &usable);
@@ -727,7 +788,7 @@ static void arenaOff(zbt *t) {
         leafCopy(t, l, own, (uint16_t)usable);
     }
     arenaTrim(t, a, 0);
-    t->leaves[0] = NULL;
+    *leafSlot(t, 0) = NULL;
     tfree(t, a);
 }
 
@@ -755,7 +816,7 @@ static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
  * leaf moves into a free id below. */
 static void arenaShrink(zbt *t) {
     uint32_t top = t->nids - 1;
-    zbtLeaf *l = t->leaves[top];
+    zbtLeaf *l = leafAt(t, top);
     t->nids--; /* takeId hands out ids below it; a free top stays listed past it */
     if ((uintptr_t)l & 1) {
         t->nfree--;
@@ -765,8 +826,8 @@ static void arenaShrink(zbt *t) {
     zbtLeaf *slot = arenaSlot(arenaOf(t), id);
     leafCopy(t, l, slot, ZBT_LEAF_BYTES);
     slot->id = id;
-    t->leaves[id] = slot;
-    t->leaves[top] = NULL;
+    *leafSlot(t, id) = slot;
+    *leafSlot(t, top) = NULL;
     repointLeaf(t, slot, top);
 }
 
@@ -1294,7 +1355,7 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     memberTail tail = tailOf(m, len);
     const leafArena *a = arenaOf(t);
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
-        zbtLeaf *l = a ? arenaSlot(a, id) : t->leaves[id];
+        zbtLeaf *l = a ? arenaSlot(a, id) : leafAt(t, id);
         /* The scan reads most of the leaf: its first three quarters are
          * asked for at once, the rest only as far as its entries reach,
          * once the header says so. A line fetched for nothing cost ZSCORE
@@ -1594,7 +1655,7 @@ zbt *zbtCreate(size_t expected) {
     t->leaves = zmalloc_usable(sizeof(zbtLeaf *) * t->idcap, &usable);
     t->bytes += usable;
     t->nids = 1; /* id 0 means "no leaf" to the index */
-    t->leaves[0] = NULL; /* no arena */
+    *leafSlot(t, 0) = NULL; /* no arena */
     t->index = zmiCreate(expected);
     zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
@@ -1629,7 +1690,7 @@ void zbtFree(zbt *t) {
         arenaTrim(t, a, 0);
         zfree(a);
     }
-    zfree(t->leaves);
+    leafTableFree(t);
     zmiFree(t->index);
     zfree(t);
 }
@@ -2314,7 +2375,7 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
     for (size_t i = 0; i < b.n; i++) {
         if (i && b.slots[i] == b.slots[i - 1]) continue;
         uint32_t h32 = (uint32_t)(b.slots[i] >> 32);
-        zbtLeaf *l = t->leaves[(uint32_t)b.slots[i]];
+        zbtLeaf *l = leafAt(t, (uint32_t)b.slots[i]);
         size_t off = 0;
         double prev = 0.0;
         for (int k = 0; k < l->count; k++) {
@@ -2361,12 +2422,17 @@ static void *defragInner(void *node, int level, void *(*fn)(void *)) {
 zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
     touch(t);
     if (t->height) t->root = defragInner(t->root, t->height, fn);
+    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    for (uint32_t i = 0; i < tableBlocks(t); i++) {
+        zbtLeaf **block = fn(dir[i]);
+        if (block) dir[i] = block;
+    }
     zbtLeaf **leaves = fn(t->leaves);
     if (leaves) t->leaves = leaves;
     /* An arena's chunks stay: at 32 KiB they are not the allocator's to
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
-    if (a) t->leaves[0] = (zbtLeaf *)a;
+    if (a) *leafSlot(t, 0) = (zbtLeaf *)a;
     zmiDefrag(t->index, fn);
     zmi *ix = fn(t->index);
     if (ix) t->index = ix;
@@ -2377,7 +2443,7 @@ uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void
     touch(t);
     uint32_t id = from ? from : 1;
     for (; count && id < t->nids; count--, id++) {
-        zbtLeaf *l = t->leaves[id];
+        zbtLeaf *l = leafAt(t, id);
         if ((uintptr_t)l & 1) continue; /* A free id. */
         zbtLeaf *moved = arenaOf(t) ? NULL : fn(l);
         if (moved) leafMoved(t, l, moved), l = moved;
@@ -2396,6 +2462,8 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
             for (uint32_t i = 0; i < a->nchunks; i++) fn(a->chunk[i], chunk);
         if (zmalloc_size(a) >= min) fn(a, zmalloc_size(a));
     }
+    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    for (uint32_t i = 0; i < tableBlocks(t); i++) fn(dir[i], zmalloc_size(dir[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
     zmiDismiss(t->index, min, fn);
 }
@@ -2479,7 +2547,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
     st->expect = l->next;
     CHECK(l->next || t->tail == l, "tail is not the last leaf");
     CHECK(!l->next || l->next->prev == l, "broken prev link after leaf %u", l->id);
-    CHECK(l->id > 0 && l->id < t->nids && t->leaves[l->id] == l, "leaf %u not in the leaf table", l->id);
+    CHECK(l->id > 0 && l->id < t->nids && leafAt(t, l->id) == l, "leaf %u not in the leaf table", l->id);
     CHECK(l->count > 0 || t->height == 0, "empty leaf %u in a tree", l->id);
     CHECK(l->used <= leafCap(l), "leaf %u overfull", l->id);
     if (arenaOf(t)) {
@@ -2572,8 +2640,8 @@ static int checkAll(checkState *st) {
     CHECK(count == t->length && st->entries == t->length, "length %lu, %lu entries", t->length, count);
     /* Free ids past nids, which the arena gave back, may stay listed. */
     uint32_t free = 0, listed = 0;
-    for (uint32_t id = t->freeid; id; id = (uint32_t)((uintptr_t)t->leaves[id] >> 1)) {
-        CHECK(id < t->idcap && ((uintptr_t)t->leaves[id] & 1), "broken free id list");
+    for (uint32_t id = t->freeid; id; id = (uint32_t)((uintptr_t)leafAt(t, id) >> 1)) {
+        CHECK(id < t->idcap && ((uintptr_t)leafAt(t, id) & 1), "broken free id list");
         CHECK(++listed < t->idcap, "free id list loops");
         free += id < t->nids;
     }
@@ -2591,7 +2659,7 @@ static int checkAll(checkState *st) {
     } else {
         CHECK(leafCount < ZBT_ARENA_ON, "%zu leaves, none in an arena", leafCount);
     }
-    st->bytes += zmalloc_size(t) + zmalloc_size(t->leaves);
+    st->bytes += zmalloc_size(t) + leafTableBytes(t);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
     const char *ixErr = zmiCheck(t->index);
     CHECK(!ixErr, "index: %s", ixErr);

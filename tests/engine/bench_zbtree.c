@@ -280,6 +280,32 @@ static void speedReport(long n) {
     for (int op = 0; op < OP_COUNT; op++) printf("  %-40s %8.0f ns\n", opName[op], median3(runs[op]));
 }
 
+/* The slowest single insert while one set grows to n members (W1's
+ * shape: "m:<i>" with score i), and the largest growth of the tree's bytes
+ * in one insert: what a client waits for at worst, and whether some table
+ * is copied whole as it grows (the leaf table was, 28 MiB at 100M). */
+static void worstInsert(long n) {
+    zbt *t = zbtCreate(0);
+    unsigned char m[32];
+    double worst = 0;
+    long worstAt = 0, growAt = 0;
+    size_t bytes = zbtAllocSize(t), grow = 0;
+    double start = now();
+    for (long i = 0; i < n; i++) {
+        size_t len = (size_t)snprintf((char *)m, sizeof(m), "m:%ld", i);
+        double t0 = now();
+        zbtInsert(t, (double)i, m, len);
+        double dt = now() - t0;
+        if (dt > worst) worst = dt, worstAt = i;
+        size_t b = zbtAllocSize(t);
+        if (b > bytes && b - bytes > grow) grow = b - bytes, growAt = i;
+        bytes = b;
+    }
+    printf("  %ld inserts in %.1f s: slowest %.0f us (at %ld), largest growth in one insert %zu bytes (at %ld)\n",
+           n, now() - start, worst * 1e6, worstAt, grow, growAt);
+    zbtFree(t);
+}
+
 int main(void) {
     uint8_t seed[16] = "engine benchmark";
     zbtSetHashSeed(seed);
@@ -287,6 +313,10 @@ int main(void) {
     double scale = env ? atof(env) : 1.0;
 
     printf("Memory (bytes per member, everything included: leaves, inner nodes, index, long members)\n");
+    if (getenv("BENCH_WORST_INSERT")) {
+        worstInsert(atol(getenv("BENCH_WORST_INSERT")));
+        return 0;
+    }
     if (getenv("BENCH_CURVE")) {
         double at;
         listpackSweep(2000, 10, 1, &at);
@@ -306,7 +336,11 @@ int main(void) {
     report("129 members of 10 bytes vs listpack (double scores)", at129d, 1.6, "x");
     report("worst ratio to listpack, 129..100,000 members (integer)", worstI, 1.6, "x");
     report("worst ratio to listpack, 129..100,000 members (double)", worstD, 1.6, "x");
-    if (!getenv("BENCH_MEMORY_ONLY")) speedReport((long)(1000000 * (scale < 1 ? 1 : scale)));
+    if (!getenv("BENCH_MEMORY_ONLY")) {
+        speedReport((long)(1000000 * (scale < 1 ? 1 : scale)));
+        printf("\nThe slowest insert (BENCH_WORST_INSERT=<members> runs this alone)\n");
+        worstInsert((long)(100000000 * scale));
+    }
     printf("\n%s\n", failures ? "Some targets were missed." : "All memory targets met.");
     return failures ? 1 : 0;
 }

@@ -815,12 +815,26 @@ static void test_dismiss_gives_big_allocations(void **state) {
     (void)state;
     zbt *t = zbtCreate(0);
     unsigned char m[64];
-    for (long i = 0; i < 200000; i++) zbtInsert(t, (double)i, m, name(m, "d", i));
+    for (long i = 0; i < 500000; i++) zbtInsert(t, (double)i, m, name(m, "d", i));
     memset(&dismissLog, 0, sizeof(dismissLog));
     zbtDismiss(t, 4096, logDismiss);
     /* Arena chunks and index segments: nearly all of the tree. */
     if (dismissLog.bytes < zbtAllocSize(t) * 9 / 10)
         fail_msg("dismissed %zu of %zu bytes", dismissLog.bytes, zbtAllocSize(t));
+
+    /* Past 4,096 leaves the leaf table is blocks behind a directory: free
+     * ids are listed across blocks, and the arena gives back its top. */
+    zbtStats st;
+    zbtGetStats(t, &st);
+    assert_true(st.leafIds > 2 * 4096);
+    check(t);
+    double s;
+    for (long i = 0; i < 500000; i += 3) zbtDelete(t, m, name(m, "d", i), &s);
+    check(t);
+    for (long i = 0; i < 500000; i += 3) zbtInsert(t, (double)i + 0.5, m, name(m, "d", i));
+    check(t);
+    for (long i = 0; i < 499000; i++) zbtDelete(t, m, name(m, "d", i), &s);
+    check(t);
     zbtFree(t);
 
     /* A small tree has nothing that big. */
