@@ -64,7 +64,7 @@
  *
  *    0..29  inline, this many bytes follow
  *    30     inline, one byte of length follows (30..ZBT_MAX_INLINE)
- *    31     out of line: four bytes of length and an eight-byte pointer
+ *    31     out of line: eight bytes of length and an eight-byte pointer
  *           follow; the member bytes are an allocation of their own
  *
  * Example: "m:42" with score 42 after "m:41" with score 41 is
@@ -249,13 +249,16 @@ _Static_assert(sizeof(struct zbt) <= 160, "a tree's struct outgrew its allocatio
 
 #define LEN_BYTE 30
 #define LEN_OOL 31
+/* An out-of-line member's length takes eight bytes: members of 4 GiB and
+ * more are stored whole, as upstream's skiplist stores them. */
+#define OOL_LEN_BYTES 8
 
 /* One entry, decoded, or one to be encoded. Member bytes are inline in some
  * buffer, or out of line in `ool` (then m == ool). */
 typedef struct item {
     double score;
     const unsigned char *m;
-    uint32_t len;
+    size_t len;
     unsigned char *ool;
     uint32_t from; /* Leaf id it was in; 0 for a new entry. */
     uint16_t size; /* Encoded size, when decoded. */
@@ -307,10 +310,10 @@ static int scoreCode(double prev, double score, uint64_t *delta) {
 
 static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8, 2, 4, 6};
 
-static size_t encodedSize(double prev, double score, uint32_t len, int ool) {
+static size_t encodedSize(double prev, double score, size_t len, int ool) {
     uint64_t d;
     size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)];
-    if (ool) return size + 4 + sizeof(void *);
+    if (ool) return size + OOL_LEN_BYTES + sizeof(void *);
     return size + (len >= LEN_BYTE) + len;
 }
 
@@ -332,9 +335,10 @@ static size_t encode(unsigned char *p, double prev, const item *it) {
     p += scoreBytes[sc];
     if (it->ool) {
         *start = (uint8_t)(sc << 5 | LEN_OOL);
-        memcpy(p, &it->len, 4);
-        memcpy(p + 4, &it->ool, sizeof(void *));
-        p += 4 + sizeof(void *);
+        uint64_t len = it->len;
+        memcpy(p, &len, OOL_LEN_BYTES);
+        memcpy(p + OOL_LEN_BYTES, &it->ool, sizeof(void *));
+        p += OOL_LEN_BYTES + sizeof(void *);
     } else if (it->len >= LEN_BYTE) {
         *start = (uint8_t)(sc << 5 | LEN_BYTE);
         *p++ = (uint8_t)it->len;
@@ -380,11 +384,11 @@ static inline size_t peekMember(const unsigned char *q, const unsigned char **m,
     uint8_t hdr = q[0], lc = hdr & 31;
     const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
     if (lc == LEN_OOL) {
-        uint32_t l32;
-        memcpy(&l32, p, 4);
-        memcpy((void *)m, p + 4, sizeof(void *));
-        *len = l32;
-        return (size_t)(p + 4 + sizeof(void *) - q);
+        uint64_t l64;
+        memcpy(&l64, p, OOL_LEN_BYTES);
+        memcpy((void *)m, p + OOL_LEN_BYTES, sizeof(void *));
+        *len = (size_t)l64;
+        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q);
     }
     if (lc == LEN_BYTE) lc = *p++;
     *len = lc;
@@ -396,7 +400,7 @@ static void decode(const unsigned char *p, double prev, item *it) {
     size_t len;
     it->score = entryScore(p, p[0] >> 5, prev);
     it->size = (uint16_t)peekMember(p, &it->m, &len);
-    it->len = (uint32_t)len;
+    it->len = len;
     it->ool = (p[0] & 31) == LEN_OOL ? (unsigned char *)it->m : NULL;
 }
 
@@ -1721,7 +1725,7 @@ int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score) {
 }
 
 static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {
-    item it = {.score = score, .m = m, .len = (uint32_t)len, .ool = ool};
+    item it = {.score = score, .m = m, .len = len, .ool = ool};
     if (!ool && len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
     pos p;
     leafSeekKey(descendKey(t, score, m, len), score, m, len, &p);
@@ -1922,7 +1926,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     pos p;
     if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
 
-    item it = {.score = score, .m = m, .len = (uint32_t)len};
+    item it = {.score = score, .m = m, .len = len};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
     t->foundLeaf = NULL; /* appends keep the version (see tailLast) */
     t->appendDir = dir;

@@ -59,10 +59,10 @@ $(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR
 
 test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small
 	$(ENGINE_OUT)/test_zbtree
-	$(ENGINE_OUT)/test_zbtree_small
+	ZBT_TEST_HUGE=0 $(ENGINE_OUT)/test_zbtree_small
 
 test-engine-san: $(ENGINE_OUT)/test_zbtree_san
-	ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
+	ZBT_TEST_HUGE=0 ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
 
 # Runs the differential fuzzer for FUZZ_SECONDS from the corpus it keeps.
 fuzz: $(ENGINE_OUT)/fuzz_zbtree

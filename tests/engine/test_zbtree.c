@@ -846,6 +846,38 @@ static void test_dismiss_gives_big_allocations(void **state) {
     zbtFree(t);
 }
 
+/* A member of 4 GiB and more is stored and returned whole (its length once
+ * took four bytes). It takes 4 GiB of memory and some seconds, so it runs
+ * in the plain build only (ZBT_TEST_HUGE=0 skips it). */
+static void test_member_past_4gib(void **state) {
+    (void)state;
+    const char *env = getenv("ZBT_TEST_HUGE");
+    if (env && !strcmp(env, "0")) skip();
+    size_t len = ((size_t)1 << 32) + 3;
+    /* Untouched pages read as zeros without being allocated: only the tree's
+     * copy takes memory. */
+    unsigned char *big = calloc(1, len);
+    assert_non_null(big);
+    big[len - 1] = 'z';
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    for (long i = 0; i < 300; i++) zbtInsert(t, (double)i, m, name(m, "h", i));
+    assert_int_equal(zbtInsert(t, 150.5, big, len), ZBT_OK);
+    double s;
+    /* Each pass over the member takes seconds: a lookup, a walk to it, a
+     * delete (no consistency check, which hashes every member again). */
+    assert_true(zbtScore(t, big, len, &s) && s == 150.5);
+    zbtCursor *c = malloc(sizeof(*c));
+    assert_true(zbtAtRank(t, 151, c));
+    assert_true(c->len == len && c->member[len - 1] == 'z' && c->member[0] == 0);
+    assert_true(zbtDelete(t, big, len, &s) && s == 150.5);
+    assert_int_equal(zbtLength(t), 300);
+    check(t);
+    free(c);
+    free(big);
+    zbtFree(t);
+}
+
 /* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
 static long diffOps(long ops) {
     const char *env = getenv("ZBT_DIFF_OPS");
@@ -889,6 +921,7 @@ int main(void) {
         cmocka_unit_test(test_seek_and_version),
         cmocka_unit_test(test_reads_write_nothing_while_shared),
         cmocka_unit_test(test_dismiss_gives_big_allocations),
+        cmocka_unit_test(test_member_past_4gib),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };
