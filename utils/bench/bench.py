@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""The benchmark suite: the workloads of ../shared/workloads.md (W1-W5), run
-against our server and the unpatched reference, one fresh server at a time.
+"""The benchmark suite: the workloads of ../shared/workloads.md (W1-W5) and
+our own W8 (BGSAVE under load), run against our server and the unpatched
+reference, one fresh server at a time.
 
 Started by utils/bench/run (which installs the Debian packages first):
 
-    utils/bench/run quick|full [--server NAME=PATH]... [--only W1,W5] [--pairs N]
+    utils/bench/run quick|full [--server NAME=PATH]... [--only W1,W8] [--pairs N] [--ours PATH]
 
 See utils/bench/README.md for what each workload does and where results go.
 """
@@ -47,6 +48,8 @@ SIZES = {
         w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
         w4_one_n=500_000,
         w5_n=1_000_000, w5_seconds=0.4, w5_warmup=0.1, w5_pairs=3,
+        w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
+        w8_sweep_delays=(2000, 6000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=1_000_000,
     ),
     "full": dict(
         w1_n=50_000_000, w1_sample=1_000_000, w1_pipeline=250_000, w1_pairs=3,
@@ -55,6 +58,8 @@ SIZES = {
         w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
         w4_one_n=5_000_000,
         w5_n=1_000_000, w5_seconds=1, w5_warmup=0.2, w5_pairs=7,
+        w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
+        w8_sweep_delays=(2000, 6000, 12_000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=5_000_000,
     ),
     # A few seconds: checks that the suite works, measures nothing.
     "smoke": dict(
@@ -64,6 +69,8 @@ SIZES = {
         w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
         w4_one_n=20_000,
         w5_n=20_000, w5_seconds=0.1, w5_warmup=0.05, w5_pairs=2,
+        w8_rounds=1, w8_a=(500, 200), w8_a_delay=100, w8_b=(20, 2000), w8_b_delay=5000, w8_b_rate=20_000,
+        w8_sweep_delays=(1000, 5000), w8_sweep_rates=(5000, 20_000), w8_c_n=50_000,
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
@@ -87,6 +94,23 @@ W5_SHORT = {"zscore": "ZSCORE", "zrank": "ZRANK", "zrevrank": "ZREVRANK", "zrang
             "zpopmin": "ZPOPMIN+\nZADD (pair)"}
 W5_PIPELINES = [1, 16]
 W5_CONNS = 50
+# W8: the scenarios, and the targets its table judges ours by: ("ref", r) means
+# ours ≤ r × the reference's figure, ("value", v) ours' own figure ≤ v.
+W8_SCENARIOS = ("a", "b", "c")
+# The targets apply to the figures from rdb_last_cow_size and alike to those from the copied
+# bytes sampled in /proc (suffix _s).
+W8_TARGETS = {"W8.a.cow": ("ref", 1.1), "W8.b.frac": ("value", 0.8), "W8.b.peak": ("ref", 0.33),
+              "W8.c.cow_per_op": ("ref", 0.5), "W8.c.peak": ("ref", 0.45)}
+W8_TARGETS.update({k + "_s": v for k, v in W8_TARGETS.items()})
+W8_PIPELINE = 64          # closed-loop loads (a, c): operations per round trip
+W8_PACED_PIPELINE = 1000  # paced load (b): at most this many operations per batch
+W8_WARMUP = 0.5           # seconds of load before the BGSAVE
+W8_MIN_SAVE = 3.0         # a and b: the save should last at least this long
+W8_LABEL = {
+    "a": lambda c: f"a: read-only, {human(c['w8_a'][0])} keys × {c['w8_a'][1]} members, ZSCORE pipelined",
+    "b": lambda c: f"b: {human(c['w8_b'][0])} keys × {human(c['w8_b'][1])} members, ZINCRBY {c['w8_b_rate']:,}/s",
+    "c": lambda c: f"c: one key of {human(c['w8_c_n'])} members, ZINCRBY pipelined",
+}
 
 
 def log(msg):
@@ -326,13 +350,15 @@ UNITS = {
     "s": (lambda v: f"{v:,.2f}", "s"),
     "count": (lambda v: f"{v:,.0f}", ""),
     "x": (lambda v: f"{v:.2f}", "×"),
+    "of used": (lambda v: f"{v:.3f}", "× used_memory"),
 }
 
 
 class Figure:
-    def __init__(self, key, workload, label, unit, better, paired):
+    def __init__(self, key, workload, label, unit, better, paired, target=None):
         self.key, self.workload, self.label, self.unit = key, workload, label, unit
         self.better, self.paired = better, paired   # better: lower|higher|info
+        self.target = target   # None, ("ref", r): ≤ r × the reference's, ("value", v): ≤ v
         self.values = {}   # server -> {round: value}
 
     def add(self, server, rnd, value):
@@ -369,6 +395,27 @@ class Figure:
         good = r < 1 if self.better == "lower" else r > 1
         return "better" if good else "worse"
 
+    def target_text(self):
+        if not self.target:
+            return ""
+        kind, limit = self.target
+        return f"≤ {limit:g}× ref" if kind == "ref" else f"≤ {limit:g} {UNITS[self.unit][1]}".rstrip()
+
+    def target_met(self, server, ref="reference"):
+        """True or False when the figure has a target and server has a value; else None."""
+        if not self.target:
+            return None
+        kind, limit = self.target
+        if kind == "ref":
+            rt = self.ratio(server, ref)
+            return None if rt is None else rt[0] <= limit
+        v = self.median(server)
+        return None if v is None else v <= limit
+
+    def target_verdict(self, server, ref="reference"):
+        met = self.target_met(server, ref)
+        return "" if met is None else f"{'met' if met else 'missed'} ({self.target_text()})"
+
     def fmt(self, v):
         return "—" if v is None else UNITS[self.unit][0](v)
 
@@ -377,15 +424,15 @@ class Results:
     def __init__(self):
         self.figures = {}
 
-    def fig(self, key, workload, label, unit, better, paired=False):
+    def fig(self, key, workload, label, unit, better, paired=False, target=None):
         if key not in self.figures:
-            self.figures[key] = Figure(key, workload, label, unit, better, paired)
+            self.figures[key] = Figure(key, workload, label, unit, better, paired, target)
         return self.figures[key]
 
-    def add(self, key, workload, label, unit, better, server, rnd, value, paired=False):
+    def add(self, key, workload, label, unit, better, server, rnd, value, paired=False, target=None):
         if value is None:
             return
-        self.fig(key, workload, label, unit, better, paired).add(server, rnd, value)
+        self.fig(key, workload, label, unit, better, paired, target).add(server, rnd, value)
 
 
 # ---------------------------------------------------------------- the run
@@ -395,10 +442,11 @@ class Bench:
         self.size = args.size
         self.cfg = dict(SIZES[args.size])
         if args.pairs:
-            for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs"):
+            for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs", "w8_rounds"):
                 self.cfg[k] = args.pairs
         self.only = {w.strip().upper() for w in args.only.split(",")} if args.only else None
-        self.servers = [ServerSpec("ours", BUILD / "valkey" / "src" / "valkey-server"),
+        self.servers = [ServerSpec("ours", Path(args.ours).resolve() if args.ours
+                                   else BUILD / "valkey" / "src" / "valkey-server"),
                         ServerSpec("reference", BUILD / "upstream" / "src" / "valkey-server")]
         for s in args.server:
             if "=" not in s:
@@ -434,6 +482,7 @@ class Bench:
         self.w1_runs = {}       # server -> [(elapsed, round, rows)]
         self.w3_rows = {}       # (server, type) -> [(n, bytes)]
         self.w5_runs = []       # dicts
+        self.w8_runs = []       # dicts, one per BGSAVE
 
     # -- helpers
 
@@ -727,6 +776,180 @@ class Bench:
             self.notes.append(f"W5 {label}, P={pl}: the servers together kept CPU 0 only {busy:.0%} busy "
                               "(median of the rounds); the clients may have set the pace.")
 
+    # -- W8: BGSAVE under load, the memory copied by copy-on-write
+
+    def w8(self):
+        """Each scenario loads a fresh server, runs a load on it and, after
+        W8_WARMUP seconds of that load, a BGSAVE (zload bgsave): the load goes
+        on until the child has written the RDB file, then stops, and once the
+        parent has reaped the child rdb_last_cow_size is read. The fork child
+        inherits the server's pinning to CPU 0: it shares that CPU with the
+        server, as it would on a machine with one core per server."""
+        for rnd in range(1, self.cfg["w8_rounds"] + 1):
+            for spec in self.servers:
+                for scen in W8_SCENARIOS:
+                    with self.server(spec) as srv:
+                        cl = srv.conn()
+                        cl("CONFIG", "SET", "zset-max-listpack-entries", 128)
+                        cl.close()
+                        getattr(self, "w8_" + scen)(srv, rnd)
+        write_rows(self.out / "w8_runs.csv", self.w8_runs)
+
+    def w8_a(self, srv, rnd):
+        c = self.cfg
+        keys, n = c["w8_a"]
+        self.zload(srv, "zkeys", keys=keys, n=n, chunk=0, pipeline=100, seed=8)
+        srv.settle()
+        r = self.w8_save(srv, c["w8_a_delay"], op="keys-zscore", keys=keys, n=n, pipeline=W8_PIPELINE,
+                         warmup=W8_WARMUP, seed=80 + rnd)
+        self.w8_record("a", srv, rnd, r, keys=keys, members=keys * n, delay=c["w8_a_delay"], rate=0)
+
+    def w8_b(self, srv, rnd):
+        c = self.cfg
+        keys, n = c["w8_b"]
+        d0, r0 = c["w8_b_delay"], c["w8_b_rate"]
+        self.zload(srv, "zkeys", keys=keys, n=n, chunk=1000, pipeline=20, seed=9)
+        srv.settle()
+        # The main point first, on the freshly loaded set; then the side table's other points on
+        # the same server (each BGSAVE starts from the state the previous one's writes left).
+        points = [(d0, r0)] + [(d, r0) for d in c["w8_sweep_delays"] if d != d0] \
+            + [(d0, r) for r in c["w8_sweep_rates"] if r != r0]
+        for i, (delay, rate) in enumerate(points):
+            r = self.w8_save(srv, delay, op="keys-zincrby", keys=keys, n=n, pipeline=W8_PACED_PIPELINE,
+                             rate=rate, warmup=W8_WARMUP, seed=90 + 10 * rnd + i)
+            self.w8_record("b", srv, rnd, r, keys=keys, members=keys * n, delay=delay, rate=rate, main=i == 0)
+
+    def w8_c(self, srv, rnd):
+        n = self.cfg["w8_c_n"]
+        self.zload(srv, "zadd1", key="z", n=n, pipeline=250_000, order="rand", mlen=0, seed=10)
+        r = self.w8_save(srv, 0, op="zincrby", key="z", n=n, pipeline=W8_PIPELINE, warmup=W8_WARMUP,
+                         seed=100 + rnd)
+        self.w8_record("c", srv, rnd, r, keys=1, members=n, delay=0, rate=0)
+        # The same with a fixed, small number of writes: copied bytes per write fall as more writes
+        # hit pages already copied, so a server whose save takes longer (more writes) looks better
+        # per write; and the closed loop's count moves with other work on the machine. N/500 writes
+        # (10,000 at 5M) fit in every save measured here, and far from every page being copied.
+        limit = n // 500
+        r = self.w8_save(srv, 0, op="zincrby", key="z", n=n, pipeline=W8_PIPELINE, warmup=W8_WARMUP,
+                         seed=200 + rnd, limit=limit)
+        self.w8_record("c", srv, rnd, r, keys=1, members=n, delay=0, rate=0, main=False, limit=limit)
+
+    def w8_save(self, srv, delay, **opts):
+        """One BGSAVE under the load opts (zload bgsave) with rdb-key-save-delay = delay µs per key;
+        the RDB file is deleted afterwards."""
+        cl = srv.conn()
+        cl("CONFIG", "SET", "rdb-key-save-delay", delay)
+        cl.close()
+        rdb = srv.dir / "dump.rdb"
+        rdb.unlink(missing_ok=True)
+        try:
+            return self.zload(srv, "bgsave", rdb=rdb, pid=srv.proc.pid, **opts)
+        finally:
+            for f in [rdb, *srv.dir.glob("temp-*.rdb")]:
+                f.unlink(missing_ok=True)
+
+    def w8_record(self, scen, srv, rnd, r, keys, members, delay, rate, main=True, limit=0):
+        name = srv.spec.name
+        used, cow, ops, save_s = r["used_memory_before"], r["cow"], r["ops_save"], r["save_s"]
+        peak = r["used_memory_max"] + cow
+        per_op = cow / ops if ops else None
+        # The child's Private_Dirty as sampled from /proc: the child reads it itself only every
+        # 1024 keys (at most once a second) and at its end, after it may have handed pages back.
+        sampled = r["proc_samples"] > 0
+        cow_s = max(r["proc_cow_max"], cow) if sampled else None
+        peak_s = r["used_memory_max"] + cow_s if sampled else None
+        per_op_s = cow_s / ops if sampled and ops else None
+        if not sampled and self.pin and self.size != "smoke":
+            self.notes.append(f"W8 {scen}: no /proc sample of {srv.spec.name}'s fork child (save of {save_s:.2f} s).")
+        word = "reads" if scen == "a" else "writes"
+        self.w8_runs.append(dict(
+            scenario=scen, server=name, round=rnd, main=int(main), keys=keys, members=members, delay_us=delay,
+            rate=rate, limit=limit, op=r["op"], ops_save=ops, save_s=round(save_s, 3),
+            bgsave_s=round(r["bgsave_s"], 3), rate_save=round(r["rate_save"]), used_memory=int(used),
+            used_memory_max=int(r["used_memory_max"]), cow=int(cow), peak=int(peak), cow_frac=round(cow / used, 4),
+            cow_per_op=round(per_op, 1) if per_op is not None else "", proc_samples=r["proc_samples"],
+            cow_sampled=int(cow_s) if sampled else "", peak_sampled=int(peak_s) if sampled else "",
+            rss_child_max=int(r["proc_total_max"]) if sampled else "", fork_us=int(r["fork_us"]),
+            max_rtt_ms=r["max_rtt_ms"], nils=r["nils"]))
+        pace = f"{rate:,}/s" if rate else "closed loop"
+        log(f"  W8 {name} round {rnd} {scen} (delay {delay} µs, {pace}{f', limit {limit:,}' if limit else ''}): "
+            f"used {used / 1e6:,.1f} MB, copied {cow / 1e6:,.1f} MB ({cow / used:.1%}"
+            + (f"; sampled peak {cow_s / 1e6:,.1f} MB" if sampled else "") + f"), {ops:,} {word} in a "
+            f"{save_s:.2f} s save" + (f", {per_op:,.0f} B copied per write" if scen != "a" and per_op else ""))
+        if r["nils"]:
+            self.notes.append(f"W8 {scen}: {name} answered {r['nils']:,} nil replies (members missing).")
+        if rate and r["rate_save"] < 0.95 * rate and self.size != "smoke":
+            self.notes.append(f"W8 {scen}: {name} took {r['rate_save']:,.0f} writes/s during its save at "
+                              f"rdb-key-save-delay {delay} µs, not the {rate:,} asked for: it fell behind.")
+        if main and scen in ("a", "b") and save_s < W8_MIN_SAVE and self.size != "smoke":
+            self.notes.append(f"W8 {scen}: {name}'s save took {save_s:.2f} s, under {W8_MIN_SAVE:g} s "
+                              "(raise its rdb-key-save-delay).")
+        if scen == "b" and not main:
+            return
+        if scen == "c" and limit:
+            tag = f"{W8_LABEL['c'](self.cfg)}, only the first {limit:,} writes of the save"
+            add = lambda k, label, unit, better, v: self.add(
+                f"W8.c.eq.{k}", "W8", f"{tag}: {label}", unit, better, name, rnd, v)
+            add("ops", "writes during the save", "count", "info", ops)
+            add("cow", "copied (rdb_last_cow_size)", "bytes", "lower", cow)
+            add("cow_s", "copied, sampled peak", "bytes", "lower", cow_s)
+            add("cow_per_op", "copied per write", "B", "lower", per_op)
+            add("cow_per_op_s", "copied per write, sampled peak", "B", "lower", per_op_s)
+            return
+        tag = W8_LABEL[scen](self.cfg)
+        add = lambda k, label, unit, better, v: self.add(
+            f"W8.{scen}.{k}", "W8", f"{tag}: {label}", unit, better, name, rnd, v,
+            target=W8_TARGETS.get(f"W8.{scen}.{k}"))
+        add("used", "used_memory before the save", "bytes", "lower", used)
+        add("cow", "copied (rdb_last_cow_size)", "bytes", "lower", cow)
+        add("cow_s", "copied, sampled peak (child's Private_Dirty, /proc, every 20 ms)", "bytes", "lower", cow_s)
+        add("peak", "used + copied (peak)", "bytes", "lower", peak)
+        add("peak_s", "used + copied, sampled peak", "bytes", "lower", peak_s)
+        add("rss", "server RSS + child's private memory, sampled peak", "bytes", "lower",
+            r["proc_total_max"] if sampled else None)
+        add("frac", "copied / used_memory", "of used", "lower", cow / used)
+        add("frac_s", "copied, sampled peak / used_memory", "of used", "lower", cow_s / used if sampled else None)
+        add("ops", f"{word} during the save", "count", "info", ops)
+        if scen != "a":
+            add("cow_per_op", "copied per write", "B", "lower", per_op)
+            add("cow_per_op_s", "copied per write, sampled peak", "B", "lower", per_op_s)
+        add("save", "save duration (BGSAVE to the RDB file)", "s", "info", save_s)
+        add("fork", "fork (latest_fork_usec)", "us", "lower", r["fork_us"])
+
+    def w8_sweep_table(self):
+        """Scenario b at other rdb-key-save-delay values and write rates (first round)."""
+        runs = [r for r in self.w8_runs if r["scenario"] == "b" and r["round"] == 1]
+        if not runs:
+            return ""
+        c = self.cfg
+        d0, r0 = c["w8_b_delay"], c["w8_b_rate"]
+        points = sorted({(r["delay_us"], r["rate"]) for r in runs}, key=lambda p: (p[1] != r0, p[1], p[0]))
+        by = {(r["delay_us"], r["rate"], r["server"]): r for r in runs}
+        head = ["rdb-key-save-delay", "writes/s", "server", "save s", "writes (per s)", "used MB", "copied MB",
+                "copied, sampled peak MB", "copied / used", "used + copied MB", "B copied per write", "copied ÷ ref",
+                "used + copied ÷ ref", "sampled: copied ÷ ref", "sampled: used + copied ÷ ref"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for delay, rate in points:
+            ref = by.get((delay, rate, "reference"))
+            for s in self.servers:
+                r = by.get((delay, rate, s.name))
+                if not r:
+                    continue
+                main = " (main)" if (delay, rate) == (d0, r0) else ""
+                rc = f"{r['cow'] / ref['cow']:.3f}" if ref and ref["cow"] and s.name != "reference" else ""
+                rp = f"{r['peak'] / ref['peak']:.3f}" if ref and s.name != "reference" else ""
+                both = ref and s.name != "reference" and r["cow_sampled"] != "" and ref["cow_sampled"] != ""
+                rcs = f"{r['cow_sampled'] / ref['cow_sampled']:.3f}" if both and ref["cow_sampled"] else ""
+                rps = f"{r['peak_sampled'] / ref['peak_sampled']:.3f}" if both else ""
+                lines.append("| " + " | ".join([
+                    f"{delay:,} µs{main}", f"{rate:,}", s.name, f"{r['save_s']:.2f}",
+                    f"{r['ops_save']:,} ({r['rate_save']:,})",
+                    f"{r['used_memory'] / 1e6:,.1f}", f"{r['cow'] / 1e6:,.1f}",
+                    f"{r['cow_sampled'] / 1e6:,.1f}" if r["cow_sampled"] != "" else "—", f"{r['cow_frac']:.3f}",
+                    f"{r['peak'] / 1e6:,.1f}", f"{r['cow_per_op']:,.0f}" if r["cow_per_op"] != "" else "—",
+                    rc, rp, rcs, rps]) + " |")
+        return "\n".join(lines)
+
     # -- orchestration
 
     def run(self):
@@ -737,7 +960,8 @@ class Bench:
         log("servers: " + ", ".join(f"{s.name}={s.origin}" for s in self.servers))
         if not self.pin:
             log("warning: fewer than 2 CPUs; server and client are not pinned")
-        for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5)):
+        for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5),
+                      ("W8", self.w8)):
             if not self.wanted(w):
                 continue
             busy = cpu_busy()
@@ -760,20 +984,22 @@ class Bench:
     # -- output
 
     def table(self, workload=None, keys=None):
+        """One row per figure; a `target` column (ours, and each extra server) when
+        some figure shown has a target (W8)."""
         extras = [s.name for s in self.servers[2:]]
-        head = ["Figure", "Unit", "ours", "reference", "ours/ref (min–max)", "ours is"]
-        for e in extras:
-            head += [e, f"{e}/ref"]
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         figs = self.results.figures
         chosen = [figs[k] for k in keys if k in figs] if keys else list(figs.values())
+        chosen = [f for f in chosen if not workload or f.workload == workload]
+        targets = any(f.target for f in chosen)
+        head = ["Figure", "Unit", "ours", "reference", "ours/ref (min–max)", "ours is"] + (["target"] if targets else [])
+        for e in extras:
+            head += [e, f"{e}/ref"] + ([f"{e}: target"] if targets else [])
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for f in chosen:
-            if workload and f.workload != workload:
-                continue
             row = [f"{f.workload} {f.label}", UNITS[f.unit][1], f.fmt(f.median("ours")), f.fmt(f.median("reference")),
-                   fmt_ratio(f.ratio("ours")), f.verdict("ours")]
+                   fmt_ratio(f.ratio("ours")), f.verdict("ours")] + ([f.target_verdict("ours")] if targets else [])
             for e in extras:
-                row += [f.fmt(f.median(e)), fmt_ratio(f.ratio(e))]
+                row += [f.fmt(f.median(e)), fmt_ratio(f.ratio(e))] + ([f.target_verdict(e)] if targets else [])
             lines.append("| " + " | ".join(row) + " |")
         return "\n".join(lines)
 
@@ -806,19 +1032,22 @@ class Bench:
     def workload_table(self, w):
         return self.w5_table() if w == "W5" else self.table(w)
 
+
     def write_summary_csv(self, path):
         names = [s.name for s in self.servers]
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["figure", "workload", "label", "unit", "better", "paired"]
                        + names + [f"{s}/ref" for s in names if s != "reference"]
-                       + ["ours/ref_min", "ours/ref_max", "verdict"])
+                       + ["ours/ref_min", "ours/ref_max", "verdict", "target", "target_met"])
             for f in self.results.figures.values():
                 rt = f.ratio("ours")
+                met = f.target_met("ours")
                 w.writerow([f.key, f.workload, f.label, f.unit, f.better, int(f.paired)]
                            + [_num(f.median(s)) for s in names]
                            + [_num((f.ratio(s) or (None,))[0]) for s in names if s != "reference"]
-                           + [_num(rt[1] if rt else None), _num(rt[2] if rt else None), f.verdict("ours")])
+                           + [_num(rt[1] if rt else None), _num(rt[2] if rt else None), f.verdict("ours"),
+                              f.target_text(), "" if met is None else int(met)])
         with open(path.with_name("figures_all_runs.csv"), "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["figure", "unit", "server", "round", "value"])
@@ -832,9 +1061,11 @@ class Bench:
         charts = self.charts()
         md = self.markdown(charts, docs=False)
         (self.out / "results.md").write_text(md)
-        for w in ("W1", "W2", "W3", "W4", "W5"):
+        for w in ("W1", "W2", "W3", "W4", "W5", "W8"):
             if any(f.workload == w for f in self.results.figures.values()):
                 log("\n" + self.workload_table(w))
+        if self.w8_sweep_table():
+            log("\nW8 b at other rdb-key-save-delay values and write rates:\n" + self.w8_sweep_table())
         for n in self.notes:
             log("note: " + n)
         if self.write_docs:
@@ -979,7 +1210,9 @@ class Bench:
             "Memory figures are deterministic (fixed seeds) and come from the same rounds. `ours is` says "
             "better or worse when the ratio is off 1 by at least 1% and, for paired figures, the min–max "
             "range does not include 1; otherwise `same`. Server CPU per operation is the change of "
-            "`used_cpu_user + used_cpu_sys` over the measured window divided by the operations in it.")
+            "`used_cpu_user + used_cpu_sys` over the measured window divided by the operations in it. "
+            "W8 starts a fresh server per scenario, like W1–W4; its `target` column judges ours against "
+            "the targets set for it.")
         L.append("")
         L.append("Load generator: `utils/bench/zload.c` on the bundled libvalkey (streaming pipelines, replies "
                  "parsed as they arrive); W2 uses `valkey-benchmark` from the reference build.")
@@ -991,7 +1224,8 @@ class Bench:
         for w, title in (("W1", "W1 — sorted-set inserts into one key"), ("W2", "W2 — small string keys"),
                          ("W3", "W3 — SET vs HASH vs ZSET of 24-byte strings"),
                          ("W4", "W4 — many sorted sets of 10–200 members"),
-                         ("W5", "W5 — operations on one sorted set of 1M members")):
+                         ("W5", "W5 — operations on one sorted set of 1M members"),
+                         ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write")):
             if not any(f.workload == w for f in self.results.figures.values()):
                 continue
             L.append(f"## {title}")
@@ -1000,6 +1234,11 @@ class Bench:
             L.append("")
             L.append(self.workload_table(w))
             L.append("")
+            if w == "W8" and self.w8_sweep_table():
+                L.append(W8_SWEEP_TEXT)
+                L.append("")
+                L.append(self.w8_sweep_table())
+                L.append("")
             for ch in charts:
                 if ch.name.startswith(w.lower() + "_"):
                     L.append(f"![{ch.stem}]({chart_dir}{ch.name})")
@@ -1014,7 +1253,8 @@ class Bench:
         L.append(f"CSV files{' in `docs/bench/`' if docs else ''}: `summary.csv` (one row per figure), "
                  "`figures_all_runs.csv` (every round), `w1_<server>_r<round>.csv` (W1 samples of the "
                  "server's fastest round, the one the charts show), "
-                 "`w3_memory_usage.csv` (MEMORY USAGE after each insert), `w4_runs.csv`, `w5_runs.csv`.")
+                 "`w3_memory_usage.csv` (MEMORY USAGE after each insert), `w4_runs.csv`, `w5_runs.csv`, "
+                 "`w8_runs.csv` (one row per BGSAVE).")
         L.append("")
         return "\n".join(L)
 
@@ -1033,6 +1273,14 @@ class Bench:
                  + scaled(k["listpack"], PUBLISHED["w4_keys"]["listpack"]))
         L.append(f"- W5: {c['w5_n']:,} members; each operation for {c['w5_seconds']:g} s after "
                  f"{c['w5_warmup']:g} s warm-up, {W5_CONNS} connections")
+        ka, na = c["w8_a"]
+        kb, nb = c["w8_b"]
+        L.append(f"- W8: a {ka:,} keys × {na} members, rdb-key-save-delay {c['w8_a_delay']} µs; b {kb:,} keys × "
+                 f"{nb:,} members, rdb-key-save-delay {c['w8_b_delay']:,} µs, ZINCRBY at {c['w8_b_rate']:,}/s "
+                 f"(side table: delays {', '.join(f'{d:,}' for d in c['w8_sweep_delays'])} µs, rates "
+                 f"{', '.join(f'{r:,}' for r in c['w8_sweep_rates'])}/s); c one key of {c['w8_c_n']:,} members"
+                 + ("" if c["w8_c_n"] >= 5_000_000 else " (full: 5,000,000)")
+                 + f"; {c['w8_rounds']} round(s)")
         L.extend(f"- {n}" for n in getattr(self, "size_extra", []))
         return L
 
@@ -1045,7 +1293,7 @@ class Bench:
         for ch in charts:
             shutil.copy2(ch, dst / ch.name)
         for name in ["summary.csv", "figures_all_runs.csv", "w3_memory_usage.csv", "w4_runs.csv",
-                     "w5_runs.csv"] + self.w1_best_csv():
+                     "w5_runs.csv", "w8_runs.csv"] + self.w1_best_csv():
             if (self.out / name).exists():
                 shutil.copy2(self.out / name, dst / name)
         (DOCS / "benchmarks.md").write_text(self.markdown(charts, docs=True))
@@ -1057,7 +1305,8 @@ HEADLINES = [
     "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
     "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
     "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
-    "W5.zrange10.16.ops", "W5.zadd.16.ops",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
+    "W8.c.peak", "W8.c.peak_s",
 ]
 
 W_TEXT = {
@@ -1081,7 +1330,31 @@ W_TEXT = {
           "10 and 100 members at a random start; `ZRANGEBYSCORE z lo +inf LIMIT 0 10`; churn is ZREM of a "
           "random member then ZADD of it with a new score; ZPOPMIN is followed by a ZADD of a new "
           "highest member so the set keeps its size. For the two pair operations one op = both commands.",
+    "W8": "The memory a fork child's RDB save copies (copy-on-write) while clients keep using the server: "
+          "`rdb_last_cow_size` from INFO persistence, read once the parent has reaped the child. Each "
+          "scenario loads a fresh server (`zset-max-listpack-entries 128`, every set past its listpack), runs "
+          "its load on one connection for 0.5 s, sends BGSAVE and keeps the load going until the child has "
+          "written the RDB file; `rdb-key-save-delay` (µs of sleep per key in the child) stretches the save. "
+          "a: keys `zk:{i}` of 200 members `m:{j}` with random scores, random `ZSCORE` at pipeline 64, "
+          "closed loop. b: keys of 20,000 members, random `ZINCRBY zk:{i} 1 m:{j}` paced at 20,000/s. c: one "
+          "key `z` of members `m:{i}` with random scores, random `ZINCRBY z 1 m:{i}` at pipeline 64, closed "
+          "loop (no delay: one key). used_memory is read just before the BGSAVE; used + copied is the largest "
+          "used_memory seen during the save plus the copied bytes. rdb_last_cow_size is the child's Private_Dirty "
+          "as the child reads it every 1,024 keys (at most once a second) and at its end, after it has handed "
+          "back (dismissObject) the pages of the keys it saved: pages copied and then handed back are not in "
+          "it. So the load generator also reads the child's Private_Dirty from `/proc/<child>/smaps_rollup` "
+          "every 20 ms: the sampled figures use its peak (and the server's RSS plus the child's private "
+          "memory, the machine's real peak). Writes are those sent between the BGSAVE's "
+          "reply and the RDB file's appearance. The servers' saves do not last equally long, so they take "
+          "different numbers of writes; and the later writes of a save land more often on pages already "
+          "copied, so the bytes copied per write fall as the writes grow: the c row with a fixed number of "
+          "writes compares that figure at equal counts. The fork child inherits the server's pinning to "
+          "CPU 0.",
 }
+
+W8_SWEEP_TEXT = ("Scenario b on the same loaded server at other `rdb-key-save-delay` values (at the main write "
+                 "rate) and other write rates (at the main delay), one BGSAVE per row, each after the previous "
+                 "one's writes:")
 
 
 def cpu_busy(interval=0.5):
@@ -1283,6 +1556,8 @@ def main():
     ap.add_argument("--pairs", type=int, help="rounds of the alternating throughput runs (default 3)")
     ap.add_argument("--out", help="results directory (default build/bench/<timestamp>-<size>)")
     ap.add_argument("--no-docs", action="store_true", help="full: do not write docs/benchmarks.md")
+    ap.add_argument("--ours", metavar="PATH",
+                    help="the server measured as `ours` (default build/valkey/src/valkey-server)")
     args = ap.parse_args()
     if args.pairs is not None and args.pairs < 1:
         die("--pairs must be at least 1")

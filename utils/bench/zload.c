@@ -28,6 +28,26 @@
  *           percentiles of a pipeline round trip, and the server's CPU time
  *           over the measured window (INFO cpu on a separate connection).
  *                                                                    (W4, W5)
+ *   zkeys   --keys keys zk:{i}, each of --n members m:{j} (j = 0 … n−1) with
+ *           random integer scores, in ZADDs of --chunk members (0: the whole
+ *           key in one ZADD), --pipeline ZADDs at a time.           (W8)
+ *   bgsave  runs one operation (--op, e.g. keys-zscore or keys-zincrby) on one
+ *           connection, --pipeline operations at a time, paced at --rate
+ *           operations/s (0: as fast as the replies come back); after
+ *           --warmup seconds of it sends BGSAVE on a second connection and
+ *           counts the operations sent until the save ends: when the file
+ *           --rdb appears (the child renames its temporary file as its last
+ *           step; without --rdb, when INFO says rdb_bgsave_in_progress:0).
+ *           With --limit L it sends no more than L operations during the
+ *           save (then waits for the save's end without load). With --pid
+ *           (the server's process id, on this machine) it also samples, every
+ *           20 ms while the child lives, the child's Private_Dirty from
+ *           /proc/<child>/smaps_rollup (what rdb_last_cow_size reports, but
+ *           the child itself reads it only every 1024 keys and at its end,
+ *           after it may have handed pages back) and the server's RSS.
+ *           Then the load stops, and once the parent has reaped the child it
+ *           reports rdb_last_cow_size, used_memory before and during the
+ *           save, the save's duration and the fork time.            (W8)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -380,15 +401,16 @@ static void check_errors(conn_t *c, const char *what) {
 /* ---------- options ---------- */
 
 typedef struct {
-    const char *mode, *key, *csv, *type, *order, *op;
-    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed;
-    double seconds, warmup;
+    const char *mode, *key, *csv, *type, *order, *op, *rdb;
+    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed, chunk, limit, pid;
+    double seconds, warmup, rate;
 } opts_t;
 
 static opts_t O = {
     .key = NULL, .type = "set", .order = "seq", .op = "zscore",
     .n = 1000000, .pipeline = 1, .sample = 0, .keys = 1000, .min = 10, .max = 128, .mlen = 0,
     .conns = 50, .offset = 0, .score_max = 1000000000LL, .seed = 1, .seconds = 3, .warmup = 0.5,
+    .chunk = 0, .rate = 0, .rdb = NULL, .limit = 0, .pid = 0,
 };
 
 /* ---------- zadd1: one key, one member per ZADD, streamed ---------- */
@@ -591,6 +613,56 @@ static int mode_zsets(void) {
     return 0;
 }
 
+/* ---------- zkeys: --keys keys of --n addressable members each ---------- */
+
+static int mode_zkeys(void) {
+    if (O.keys < 1 || O.n < 1) die("--keys and --n must be at least 1");
+    if (O.pipeline < 1) die("--pipeline must be at least 1");
+    long long chunk = O.chunk > 0 && O.chunk < O.n ? O.chunk : O.n; /* members per ZADD */
+    long long per_key = (O.n + chunk - 1) / chunk;                  /* ZADDs per key */
+    long long total = O.keys * per_key;
+    rng_t r = {O.seed * 0x9E3779B97F4A7C15ULL + 13};
+    conn_t c;
+    conn_open(&c);
+    info_t base = conn_info(&c);
+    long long sent = 0, replies = 0, done = 0;
+    const size_t HIGH = 64 * 1024;
+    double t0 = now_s();
+    while (done < total) {
+        long long end = done + O.pipeline < total ? done + O.pipeline : total;
+        long long q = done;
+        while (q < end || replies < sent) {
+            while (q < end && buf_pending(&c.out) < HIGH) {
+                long long k = q / per_key, lo = q % per_key * chunk;
+                long long hi = lo + chunk < O.n ? lo + chunk : O.n;
+                put_argc(&c.out, 2 + 2 * (hi - lo));
+                put_arg(&c.out, "ZADD", 4);
+                put_prefixed(&c.out, "zk:", k);
+                for (long long j = lo; j < hi; j++) {
+                    put_ll(&c.out, (long long)rng_below(&r, O.score_max));
+                    put_prefixed(&c.out, "m:", j);
+                }
+                sent++;
+                q++;
+            }
+            if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
+            int progressed = 0;
+            while (conn_reply(&c)) replies++, progressed = 1;
+            if (progressed) continue;
+            if (conn_fill(&c) == 0) wait_fd(c.fd, POLLIN | (buf_pending(&c.out) ? POLLOUT : 0));
+        }
+        done = end;
+    }
+    double elapsed = now_s() - t0;
+    check_errors(&c, "ZADD");
+    info_t fin = conn_info(&c);
+    printf("{\"keys\": %lld, \"members\": %lld, \"elapsed_s\": %.6f, \"used_memory_before\": %.0f, "
+           "\"used_memory\": %.0f, \"used_memory_rss\": %.0f, \"cpu_s\": %.6f}\n",
+           O.keys, O.keys * O.n, elapsed, base.used_memory, fin.used_memory, fin.rss, fin.cpu - base.cpu);
+    conn_close(&c);
+    return 0;
+}
+
 /* ---------- bench: closed-loop throughput and latency ---------- */
 
 /* Latency histogram, log-linear: exact below 64 ns, then 32 buckets per
@@ -627,12 +699,12 @@ static double hist_percentile(double q) {
 
 enum {
     OP_ZSCORE, OP_ZRANK, OP_ZREVRANK, OP_ZRANGE10, OP_ZRANGE100, OP_ZRANGEBYSCORE, OP_ZADD, OP_ZINCRBY,
-    OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE,
+    OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE, OP_KEYS_ZSCORE, OP_KEYS_ZINCRBY,
 };
 
 static const char *op_names[] = {
     "zscore", "zrank", "zrevrank", "zrange10", "zrange100", "zrangebyscore", "zadd", "zincrby",
-    "churn", "zpopmin", "keys-rangebyscore", NULL,
+    "churn", "zpopmin", "keys-rangebyscore", "keys-zscore", "keys-zincrby", NULL,
 };
 
 typedef struct {
@@ -692,6 +764,14 @@ static int gen_op(opgen_t *g, buf_t *b) {
         put_ll(b, lo), put_ll(b, lo + O.score_max / 8);
         return 1;
     }
+    case OP_KEYS_ZSCORE: /* W8: a random member m:{r} of a random key zk:{i} (zkeys) */
+    case OP_KEYS_ZINCRBY:
+        if (g->op == OP_KEYS_ZSCORE) put_argc(b, 3), put_str(b, "ZSCORE");
+        else put_argc(b, 4), put_str(b, "ZINCRBY");
+        put_prefixed(b, "zk:", (long long)rng_below(&g->rng, O.keys));
+        if (g->op == OP_KEYS_ZINCRBY) put_str(b, "1");
+        put_prefixed(b, "m:", r);
+        return 1;
     }
     die("bad op");
     return 0;
@@ -820,15 +900,275 @@ static int mode_bench(void) {
     return 0;
 }
 
+/* ---------- bgsave: a load running while a fork child saves ---------- */
+
+/* A field of an INFO reply as a string (up to the end of its line), or "". */
+static const char *info_str(const char *info, const char *name, char *dst, size_t cap) {
+    size_t n = strlen(name);
+    dst[0] = '\0';
+    for (const char *p = info; p && *p; p = strchr(p, '\n')) {
+        if (*p == '\n') p++;
+        if (!strncmp(p, name, n) && p[n] == ':') {
+            size_t len = strcspn(p + n + 1, "\r\n");
+            if (len >= cap) len = cap - 1;
+            memcpy(dst, p + n + 1, len);
+            dst[len] = '\0';
+            break;
+        }
+    }
+    return dst;
+}
+
+/* Sends one command of up to 4 arguments on a control connection and waits
+ * for its reply; its text stays in c->cap.str when it is a string. */
+static void ctl_cmd(conn_t *c, const char *a0, const char *a1, const char *a2, const char *a3) {
+    const char *argv[4] = {a0, a1, a2, a3};
+    int argc = 0;
+    while (argc < 4 && argv[argc]) argc++;
+    put_argc(&c->out, argc);
+    for (int i = 0; i < argc; i++) put_str(&c->out, argv[i]);
+    conn_sync(c, 1);
+    if (c->cap.errors) die("%s failed: %s", a0, c->cap.errmsg);
+}
+
+static const char *ctl_info(conn_t *c, const char *s1, const char *s2, const char *s3) {
+    ctl_cmd(c, "INFO", s1, s2, s3);
+    if (c->cap.type != VALKEY_REPLY_STRING && c->cap.type != VALKEY_REPLY_VERB) die("INFO failed");
+    return c->cap.str;
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The fork child of the server (--pid): its Private_Dirty and the server's
+ * RSS, sampled from /proc. */
+typedef struct {
+    long child;             /* 0: not found yet; -1: gone */
+    double private_dirty;   /* last sample, bytes */
+    double private_max;     /* largest sample */
+    double total_max;       /* largest server RSS + child's private bytes */
+    long samples;
+} childmon_t;
+
+static long find_child(long pid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    long child = 0;
+    if (fgets(buf, sizeof buf, f)) child = strtol(buf, NULL, 10);
+    fclose(f);
+    return child;
+}
+
+/* Sum of the "Name:  N kB" lines of a /proc file whose name starts with prefix; -1 when unreadable. */
+static double proc_kb(const char *path, const char *prefix) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = 0;
+    size_t n = strlen(prefix);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, prefix, n)) kb += strtod(strchr(line, ':') + 1, NULL);
+    fclose(f);
+    return kb;
+}
+
+static void childmon_sample(childmon_t *m) {
+    if (!O.pid || m->child < 0) return;
+    if (m->child == 0 && (m->child = find_child(O.pid)) == 0) return;
+    char path[64];
+    double dirty = 0, priv = 0; /* Private_Dirty; all Private_ lines (Clean, Dirty, Hugetlb) */
+    snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", m->child);
+    FILE *f = fopen(path, "r"); /* one read: the kernel walks the child's page tables for it */
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "Private_", 8)) continue;
+            double kb = strtod(strchr(line, ':') + 1, NULL);
+            priv += kb;
+            if (!strncmp(line, "Private_Dirty:", 14)) dirty += kb;
+        }
+        fclose(f);
+    } else {
+        priv = dirty = -1;
+    }
+    snprintf(path, sizeof path, "/proc/%lld/status", O.pid);
+    double rss = proc_kb(path, "VmRSS");
+    if (priv < 0 || dirty < 0 || rss < 0) {
+        m->child = -1; /* gone (or a zombie: smaps_rollup of a zombie is empty) */
+        return;
+    }
+    if (priv == 0 && dirty == 0) return;
+    m->private_dirty = dirty * 1024;
+    if (m->private_dirty > m->private_max) m->private_max = m->private_dirty;
+    if ((rss + priv) * 1024 > m->total_max) m->total_max = (rss + priv) * 1024;
+    m->samples++;
+}
+
+static int mode_bgsave(void) {
+    int op = -1;
+    for (int i = 0; op_names[i]; i++)
+        if (!strcmp(O.op, op_names[i])) op = i;
+    if (op < 0) die("unknown --op %s", O.op);
+    if (op == OP_ZPOPMIN || op == OP_CHURN) die("--op %s is not supported by bgsave", O.op);
+    if (O.pipeline < 1) die("--pipeline must be at least 1");
+    if (O.rate < 0) die("--rate must be 0 (closed loop) or positive");
+    if (O.rdb && file_exists(O.rdb)) die("%s exists already: remove it before the run", O.rdb);
+    const double STAT_EVERY = 0.002, INFO_EVERY = 0.05, PROC_EVERY = 0.02;
+    childmon_t mon = {0};
+    double next_proc = 0;
+
+    conn_t ctl, c;
+    conn_open(&ctl);
+    conn_open(&c);
+    if (info_field(ctl_info(&ctl, "persistence", NULL, NULL), "rdb_bgsave_in_progress") != 0)
+        die("a save is in progress already");
+    opgen_t g = {.op = op, .rng = {(O.seed << 20) + 1}, .key = O.key ? O.key : "z"};
+
+    enum { WARMUP, SAVING, ENDING } phase = WARMUP;
+    long long issued = 0, ops_save = 0, pending = 0, replies_save = 0;
+    int batch_in_save = 0;
+    double t0 = now_s(), t_batch = 0, t_save = 0, t_end = 0, next_stat = 0, next_info = 0, max_rtt = 0;
+    double used_before = 0, used_max = 0, cow_current_max = 0;
+    int end_by_file = 0;
+
+    for (;;) {
+        double t = now_s();
+        if (phase == WARMUP && t >= t0 + O.warmup) {
+            used_before = used_max = info_field(ctl_info(&ctl, "memory", NULL, NULL), "used_memory");
+            ctl_cmd(&ctl, "BGSAVE", NULL, NULL, NULL);
+            if (strncmp(ctl.cap.str, "Background saving started", 25)) die("BGSAVE: %s", ctl.cap.str);
+            t = t_save = now_s();
+            phase = SAVING;
+            next_stat = t + STAT_EVERY;
+            next_info = t + INFO_EVERY;
+            next_proc = t;
+        }
+        if (phase != WARMUP && t >= next_proc) {
+            childmon_sample(&mon);
+            t = now_s();
+            next_proc = t + PROC_EVERY;
+        }
+        if (phase == SAVING && t >= next_stat) {
+            next_stat = t + STAT_EVERY;
+            if (O.rdb && file_exists(O.rdb)) {
+                phase = ENDING, end_by_file = 1;
+                t_end = t;
+            }
+        }
+        if (phase == SAVING && t >= next_info) {
+            const char *in = ctl_info(&ctl, "persistence", "memory", NULL);
+            double used = info_field(in, "used_memory"), cow = info_field(in, "current_cow_size");
+            if (used > used_max) used_max = used;
+            if (cow > cow_current_max) cow_current_max = cow;
+            if (info_field(in, "rdb_bgsave_in_progress") == 0) {
+                phase = ENDING;
+                t_end = now_s();
+            }
+            t = now_s();
+            next_info = t + INFO_EVERY;
+        }
+        if (phase == ENDING && pending == 0) break;
+
+        /* the next batch: one at a time, paced or closed loop */
+        double wake = t + 1;
+        if (phase == WARMUP) wake = t0 + O.warmup;
+        if (phase == SAVING) wake = O.rdb && next_stat < next_info ? next_stat : next_info;
+        if (phase != WARMUP && O.pid && mon.child >= 0 && next_proc < wake) wake = next_proc;
+        int capped = phase == SAVING && O.limit > 0 && ops_save >= O.limit;
+        if (pending == 0 && phase != ENDING && !capped) {
+            long long want = O.pipeline;
+            if (phase == SAVING && O.limit > 0 && O.limit - ops_save < want) want = O.limit - ops_save;
+            if (O.rate > 0) {
+                long long due = (long long)(O.rate * (t - t0)) + 1 - issued;
+                if (due < want) want = due;
+            }
+            if (want > 0) {
+                for (long long k = 0; k < want; k++) pending += gen_op(&g, &c.out);
+                issued += want;
+                if (phase == SAVING) ops_save += want;
+                batch_in_save = phase == SAVING;
+                t_batch = t;
+                if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
+            } else {
+                /* nothing due: sleep until the next operation is, at least 1 ms, so that
+                 * a paced load goes out in batches rather than one command at a time */
+                double due_at = t0 + (issued + 1) / O.rate;
+                if (due_at < t + 0.001) due_at = t + 0.001;
+                if (due_at < wake) wake = due_at;
+            }
+        }
+        /* wait for replies, room to write, or the next deadline */
+        double dt = wake - now_s();
+        if (dt < 0) dt = 0;
+        struct pollfd p = {.fd = c.fd, .events = (short)(pending ? POLLIN : 0) | (buf_pending(&c.out) ? POLLOUT : 0)};
+        struct timespec ts = {.tv_sec = (time_t)dt, .tv_nsec = (long)((dt - (time_t)dt) * 1e9)};
+        int pr = ppoll(&p, 1, &ts, NULL);
+        if (pr < 0 && errno != EINTR) die("ppoll: %s", strerror(errno));
+        if (pr > 0 && (p.revents & POLLOUT) && conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
+        if (pr > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+            conn_fill(&c);
+            while (pending > 0 && conn_reply(&c)) {
+                pending--;
+                if (batch_in_save) replies_save++;
+            }
+            if (pending == 0 && batch_in_save) {
+                double rtt = now_s() - t_batch;
+                if (rtt > max_rtt) max_rtt = rtt;
+            }
+        }
+    }
+    double t_load_end = now_s();
+
+    /* the load has stopped; wait for the parent to reap the child */
+    const char *in;
+    for (;;) {
+        if (now_s() >= next_proc) {
+            childmon_sample(&mon);
+            next_proc = now_s() + PROC_EVERY;
+        }
+        in = ctl_info(&ctl, "persistence", "memory", "stats");
+        if (info_field(in, "rdb_bgsave_in_progress") == 0) break;
+        if (now_s() - t_save > 3600) die("the save has not ended after an hour");
+        usleep(5000);
+    }
+    double t_done = now_s();
+    char status[64];
+    info_str(in, "rdb_last_bgsave_status", status, sizeof status);
+    double cow = info_field(in, "rdb_last_cow_size"), fork_us = info_field(in, "latest_fork_usec");
+    double used_after = info_field(in, "used_memory");
+    if (strcmp(status, "ok")) die("the save failed: rdb_last_bgsave_status:%s", status);
+    if (O.rdb && !end_by_file) die("the save ended without writing %s", O.rdb);
+    if (c.cap.errors) die("%s: %lld error replies, first: %s", O.op, c.cap.errors, c.cap.errmsg);
+    double save_s = t_end - t_save;
+    printf("{\"op\": \"%s\", \"pipeline\": %lld, \"rate\": %.0f, \"ops\": %lld, \"ops_save\": %lld, "
+           "\"replies_save\": %lld, \"save_s\": %.6f, \"bgsave_s\": %.6f, \"load_s\": %.6f, "
+           "\"rate_save\": %.1f, \"used_memory_before\": %.0f, \"used_memory_max\": %.0f, "
+           "\"used_memory_after\": %.0f, \"cow\": %.0f, \"cow_current_max\": %.0f, \"fork_us\": %.0f, "
+           "\"max_rtt_ms\": %.3f, \"end_by_file\": %d, \"nils\": %lld, \"proc_samples\": %ld, "
+           "\"proc_cow_max\": %.0f, \"proc_cow_last\": %.0f, \"proc_total_max\": %.0f}\n",
+           O.op, O.pipeline, O.rate, issued, ops_save, replies_save, save_s, t_done - t_save,
+           t_load_end - t0, save_s > 0 ? ops_save / save_s : 0, used_before, used_max, used_after, cow,
+           cow_current_max, fork_us, max_rtt * 1e3, end_by_file, c.cap.nils, mon.samples, mon.private_max,
+           mon.private_dirty, mon.total_max);
+    conn_close(&c);
+    conn_close(&ctl);
+    return 0;
+}
+
 /* ---------- main ---------- */
 
 static void usage(void) {
     fprintf(stderr,
             "usage: zload MODE [options]\n"
-            "  modes: zadd1 | w3 | zsets | bench   (see the comment at the top of zload.c)\n"
+            "  modes: zadd1 | w3 | zsets | zkeys | bench | bgsave   (see the comment at the top of zload.c)\n"
             "  --host H --port P --key K --n N --pipeline P --sample S --csv FILE\n"
             "  --type set|hash|zset|zset-rand --order seq|rand --mlen L --score-max M --seed S\n"
-            "  --keys K --min A --max B --op OP --conns C --seconds T --warmup W --offset O\n");
+            "  --keys K --min A --max B --op OP --conns C --seconds T --warmup W --offset O\n"
+            "  --chunk C --rate R --rdb FILE --limit L --pid SERVER_PID\n");
     exit(2);
 }
 
@@ -839,6 +1179,8 @@ int main(int argc, char **argv) {
         {"order", 1, 0, 'o'}, {"mlen", 1, 0, 'l'},   {"score-max", 1, 0, 'M'}, {"seed", 1, 0, 'S'},
         {"keys", 1, 0, 'K'},  {"min", 1, 0, 'a'},    {"max", 1, 0, 'b'},       {"op", 1, 0, 'O'},
         {"conns", 1, 0, 'C'}, {"seconds", 1, 0, 'T'}, {"warmup", 1, 0, 'W'},   {"offset", 1, 0, 'f'},
+        {"chunk", 1, 0, 'u'}, {"rate", 1, 0, 'r'},   {"rdb", 1, 0, 'd'},       {"limit", 1, 0, 'x'},
+        {"pid", 1, 0, 'i'},
         {0, 0, 0, 0},
     };
     if (argc < 2 || argv[1][0] == '-') usage();
@@ -867,6 +1209,11 @@ int main(int argc, char **argv) {
         case 'T': O.seconds = atof(optarg); break;
         case 'W': O.warmup = atof(optarg); break;
         case 'f': O.offset = atoll(optarg); break;
+        case 'u': O.chunk = atoll(optarg); break;
+        case 'r': O.rate = atof(optarg); break;
+        case 'd': O.rdb = optarg; break;
+        case 'x': O.limit = atoll(optarg); break;
+        case 'i': O.pid = atoll(optarg); break;
         default: usage();
         }
     }
@@ -874,7 +1221,9 @@ int main(int argc, char **argv) {
     if (!strcmp(O.mode, "zadd1")) return mode_zadd1();
     if (!strcmp(O.mode, "w3")) return mode_w3();
     if (!strcmp(O.mode, "zsets")) return mode_zsets();
+    if (!strcmp(O.mode, "zkeys")) return mode_zkeys();
     if (!strcmp(O.mode, "bench")) return mode_bench();
+    if (!strcmp(O.mode, "bgsave")) return mode_bgsave();
     usage();
     return 2;
 }
