@@ -2272,10 +2272,20 @@ static int rankSpan(zbt *t, int lex, const void *r, unsigned long *first, unsign
 /* The entry `offset` places into a range from its start (or, reverse, from
  * its end): what LIMIT offset asks for, by rank arithmetic rather than by
  * stepping. A negative offset is outside every range. */
+/* The offset-th entry of the range from its first (from its last when
+ * reverse). A negative offset counts from the other end, -1 the last entry
+ * there, as upstream 9.1's skiplist takes LIMIT's offset (ZRANGEBYSCORE
+ * 10 20 LIMIT -1 1 gives the last entry of the range; a listpack gives
+ * nothing, upstream's as ours). */
 static int nthInRange(zbt *t, int lex, const void *r, long offset, int reverse, zbtCursor *c) {
     unsigned long a, b;
-    if (offset < 0 || !rankSpan(t, lex, r, &a, &b) || (unsigned long)offset > b - a) return 0;
-    return zbtAtRank(t, reverse ? b - (unsigned long)offset : a + (unsigned long)offset, c);
+    if (!rankSpan(t, lex, r, &a, &b)) return 0;
+    /* n-th from the first (n >= 0) or from past the last (n < 0). */
+    long n = reverse ? -(offset + 1) : offset;
+    unsigned long span = b - a + 1;
+    if (n >= 0) return (unsigned long)n < span && zbtAtRank(t, a + (unsigned long)n, c);
+    unsigned long back = (unsigned long)-(n + 1); /* 0 for the last */
+    return back < span && zbtAtRank(t, b - back, c);
 }
 
 int zbtNthInScoreRange(zbt *t, const zbtScoreRange *r, long offset, int reverse, zbtCursor *c) {

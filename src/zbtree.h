@@ -127,6 +127,9 @@ int zbtFirstInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c);
 int zbtLastInScoreRange(zbt *t, const zbtScoreRange *r, zbtCursor *c);
 int zbtFirstInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c);
 int zbtLastInLexRange(zbt *t, const zbtLexRange *r, zbtCursor *c);
+/* The offset-th entry from the range's first (its last when reverse); a
+ * negative offset counts from the other end, -1 being the entry there
+ * (upstream 9.1's LIMIT on a skiplist). */
 int zbtNthInScoreRange(zbt *t, const zbtScoreRange *r, long offset, int reverse, zbtCursor *c);
 int zbtNthInLexRange(zbt *t, const zbtLexRange *r, long offset, int reverse, zbtCursor *c);
 unsigned long zbtCountScoreRange(zbt *t, const zbtScoreRange *r);
