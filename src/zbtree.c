@@ -379,10 +379,21 @@ static inline double entryScore(const unsigned char *q, int sc, double prev) {
     return fromBits((sum & isDelta) | (xored & ~isDelta));
 }
 
+/* The bytes before an entry's member (its header byte and the stored
+ * score: 1 + scoreBytes[code]) as the nibbles of one constant, nibble i for
+ * score code i. Scans take an entry's size from its header byte with shifts
+ * instead of a table load: each entry's size is on the chain of dependent
+ * steps from one entry to the next, and a load is the slowest step there
+ * (ZSCORE scans about 17 entries a lookup, an insert at the end of a leaf
+ * all of them). */
+#define HEAD_BYTES_NIBBLES 0x75395321u
+
+static inline size_t headBytesOf(uint8_t hdr) { return (HEAD_BYTES_NIBBLES >> ((hdr >> 3) & 0x1c)) & 15; }
+
 /* The member of the entry at q. Returns the entry's size. */
 static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
     uint8_t hdr = q[0], lc = hdr & 31;
-    const unsigned char *p = q + 1 + scoreBytes[hdr >> 5];
+    const unsigned char *p = q + headBytesOf(hdr);
     if (lc == LEN_OOL) {
         uint64_t l64;
         memcpy(&l64, p, OOL_LEN_BYTES);
@@ -506,13 +517,20 @@ typedef struct leafArena {
  * one more block at a time, so that no insert copies more than a block
  * (32 KiB) or the directory (8 bytes a block: 7 KiB at 100M members),
  * however big the set. (A single table was copied whole as it grew: 28 MiB
- * in one insert at 100M members.) */
+ * in one insert at 100M members.)
+ *
+ *    t->leaves --> [ arena | block 0 | block 1 | ... ]    a directory
+ *    t->leaves --> [ arena | id 1 | id 2 | ... ]           one block
+ *
+ * Either way t->leaves[0] is the arena, read by every lookup in one load;
+ * in a directory, slot 0 of block 0 is unused. */
 #define LEAF_TABLE_BLOCK 4096
+
+static inline zbtLeaf ***tableBlocksOf(const zbt *t) { return (zbtLeaf ***)t->leaves + 1; }
 
 static inline zbtLeaf **leafSlot(const zbt *t, uint32_t id) {
     if (t->idcap <= LEAF_TABLE_BLOCK) return &t->leaves[id];
-    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
-    return &dir[id / LEAF_TABLE_BLOCK][id % LEAF_TABLE_BLOCK];
+    return &tableBlocksOf(t)[id / LEAF_TABLE_BLOCK][id % LEAF_TABLE_BLOCK];
 }
 
 static inline zbtLeaf *leafAt(const zbt *t, uint32_t id) { return *leafSlot(t, id); }
@@ -538,17 +556,19 @@ static void leafTableGrow(zbt *t) {
     if (n == 0) {
         dir = zmalloc_usable(sizeof(*dir) * 4, &usable);
         t->bytes += usable;
-        dir[0] = t->leaves;
+        dir[0] = (zbtLeaf **)t->leaves[0]; /* the arena */
+        dir[1] = t->leaves;
+        t->leaves[0] = NULL;
         n = 1;
     } else {
         dir = (zbtLeaf ***)t->leaves;
         old = zmalloc_size(dir);
-        if (sizeof(*dir) * (n + 1) > old) {
-            dir = zrealloc_usable(dir, sizeof(*dir) * n * 2, &usable);
+        if (sizeof(*dir) * (n + 2) > old) {
+            dir = zrealloc_usable(dir, sizeof(*dir) * (n + 1) * 2, &usable);
             t->bytes += usable - old;
         }
     }
-    dir[n] = zmalloc_usable(sizeof(zbtLeaf *) * LEAF_TABLE_BLOCK, &usable);
+    dir[1 + n] = zmalloc_usable(sizeof(zbtLeaf *) * LEAF_TABLE_BLOCK, &usable);
     t->bytes += usable;
     t->leaves = (zbtLeaf **)dir;
     t->idcap = (n + 1) * LEAF_TABLE_BLOCK;
@@ -556,18 +576,18 @@ static void leafTableGrow(zbt *t) {
 
 static size_t leafTableBytes(const zbt *t) {
     size_t bytes = zmalloc_size(t->leaves);
-    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
-    for (uint32_t i = 0; i < tableBlocks(t); i++) bytes += zmalloc_size(dir[i]);
+    for (uint32_t i = 0; i < tableBlocks(t); i++) bytes += zmalloc_size(tableBlocksOf(t)[i]);
     return bytes;
 }
 
 static void leafTableFree(zbt *t) {
-    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
-    for (uint32_t i = 0; i < tableBlocks(t); i++) zfree(dir[i]);
+    for (uint32_t i = 0; i < tableBlocks(t); i++) zfree(tableBlocksOf(t)[i]);
     zfree(t->leaves);
 }
 
-static inline leafArena *arenaOf(const zbt *t) { return (leafArena *)leafAt(t, 0); }
+static inline leafArena *arenaOf(const zbt *t) { return (leafArena *)t->leaves[0]; }
+
+static inline void setArena(zbt *t, leafArena *a) { t->leaves[0] = (zbtLeaf *)a; }
 
 static inline zbtLeaf *arenaSlot(const leafArena *a, uint32_t id) {
     return (zbtLeaf *)(a->chunk[id / ARENA_CHUNK_LEAVES] + (size_t)(id % ARENA_CHUNK_LEAVES) * ZBT_LEAF_BYTES);
@@ -588,7 +608,7 @@ static leafArena *arenaReserve(zbt *t, uint32_t ids) {
         if (!old) a->nchunks = 0;
         a->cap = (uint32_t)((usable - sizeof(*a)) / sizeof(a->chunk[0]));
         t->bytes += usable - old;
-        *leafSlot(t, 0) = (zbtLeaf *)a;
+        setArena(t, a);
     }
     while (a->nchunks < need) a->chunk[a->nchunks++] = talloc(t, (size_t)ARENA_CHUNK_LEAVES * ZBT_LEAF_BYTES);
     return a;
@@ -792,7 +812,7 @@ static void arenaOff(zbt *t) {
         leafCopy(t, l, own, (uint16_t)usable);
     }
     arenaTrim(t, a, 0);
-    *leafSlot(t, 0) = NULL;
+    setArena(t, NULL);
     tfree(t, a);
 }
 
@@ -1327,27 +1347,31 @@ static memberTail tailOf(const unsigned char *m, size_t len) {
  * mispredicted jump per entry when members of a few lengths mix (ZSCORE of
  * 20,000 members "m:0".."m:19999": a quarter of the lookup). The scores are
  * carried along: they are deltas. */
+
 static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, memberTail tail, pos *p) {
-    size_t off = 0, prevOff = 0;
+    const unsigned char *q = l->data, *prevq = q;
     double prev = 0.0;
     for (int idx = 0, count = l->count; idx < count; idx++) {
-        const unsigned char *q = l->data + off, *em;
-        size_t elen, size = peekMember(q, &em, &elen);
+        uint8_t hdr = q[0], lc = hdr & 31;
+        const unsigned char *em = q + headBytesOf(hdr);
+        size_t elen = lc, size = (size_t)(em - q) + lc;
+        /* A length byte or an out-of-line member: rare, and predicted. */
+        if (lc >= LEN_BYTE) size = peekMember(q, &em, &elen);
         uint64_t last;
         memcpy(&last, q + size - 8, 8);
-        int ool = (q[0] & 31) == LEN_OOL;
+        int ool = lc == LEN_OOL;
         if ((elen == len) & (ool | (((last ^ tail.bytes) & tail.mask) == 0)) && memcmp(em, m, len) == 0) {
             p->leaf = l;
             p->idx = (uint16_t)idx;
-            p->off = (uint16_t)off;
-            p->prevOff = (uint16_t)prevOff;
+            p->off = (uint16_t)(q - l->data);
+            p->prevOff = (uint16_t)(prevq - l->data);
             p->prev = prev;
             decode(q, prev, &p->it);
             return 1;
         }
-        prev = entryScore(q, q[0] >> 5, prev);
-        prevOff = off;
-        off += size;
+        prev = entryScore(q, hdr >> 5, prev);
+        prevq = q;
+        q += size;
     }
     return 0;
 }
@@ -1659,7 +1683,7 @@ zbt *zbtCreate(size_t expected) {
     t->leaves = zmalloc_usable(sizeof(zbtLeaf *) * t->idcap, &usable);
     t->bytes += usable;
     t->nids = 1; /* id 0 means "no leaf" to the index */
-    *leafSlot(t, 0) = NULL; /* no arena */
+    setArena(t, NULL);
     t->index = zmiCreate(expected);
     zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
@@ -2436,17 +2460,17 @@ static void *defragInner(void *node, int level, void *(*fn)(void *)) {
 zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
     touch(t);
     if (t->height) t->root = defragInner(t->root, t->height, fn);
-    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+    zbtLeaf ***blocks = tableBlocksOf(t);
     for (uint32_t i = 0; i < tableBlocks(t); i++) {
-        zbtLeaf **block = fn(dir[i]);
-        if (block) dir[i] = block;
+        zbtLeaf **block = fn(blocks[i]);
+        if (block) blocks[i] = block;
     }
     zbtLeaf **leaves = fn(t->leaves);
     if (leaves) t->leaves = leaves;
     /* An arena's chunks stay: at 32 KiB they are not the allocator's to
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
-    if (a) *leafSlot(t, 0) = (zbtLeaf *)a;
+    if (a) setArena(t, a);
     zmiDefrag(t->index, fn);
     zmi *ix = fn(t->index);
     if (ix) t->index = ix;
@@ -2476,8 +2500,8 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
             for (uint32_t i = 0; i < a->nchunks; i++) fn(a->chunk[i], chunk);
         if (zmalloc_size(a) >= min) fn(a, zmalloc_size(a));
     }
-    zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
-    for (uint32_t i = 0; i < tableBlocks(t); i++) fn(dir[i], zmalloc_size(dir[i]));
+    zbtLeaf ***blocks = tableBlocksOf(t);
+    for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
     zmiDismiss(t->index, min, fn);
 }
