@@ -335,26 +335,28 @@ int zsetModuleCursorStep(zsetModuleCursor *mc, zbt *t, int forward, int byscore,
     return 0;
 }
 
-/* The entry of a listpack set at or after (score, member), or NULL: where a
- * module's iterator over the listpack goes on after a write through its key
- * moved the listpack's entries. */
-unsigned char *zsetListpackSeek(unsigned char *zl, double score, sds member) {
+/* The entry of a listpack set at or after (score, member), or NULL. */
+static unsigned char *zsetListpackSeek(unsigned char *zl, double score, sds member) {
     unsigned char *eptr = lpSeek(zl, 0);
     while (eptr) {
         unsigned char *sptr = lpNext(zl, eptr);
         double s = zzlGetScore(sptr);
-        if (s > score) return eptr;
-        if (s == score) {
-            unsigned char buf[LP_INTBUF_SIZE];
-            int64_t vlen;
-            unsigned char *v = lpGet(eptr, &vlen, buf);
-            size_t mlen = sdslen(member), n = (size_t)vlen < mlen ? (size_t)vlen : mlen;
-            int c = memcmp(v, member, n);
-            if (c > 0 || (c == 0 && (size_t)vlen >= mlen)) return eptr;
-        }
+        if (s > score || (s == score && zzlCompareElements(eptr, (unsigned char *)member, sdslen(member)) >= 0))
+            return eptr;
         eptr = lpNext(zl, sptr);
     }
     return NULL;
+}
+
+/* Where a module's iterator that was on (score, member) of a listpack set
+ * goes on after a write through its key moved the listpack's entries: the
+ * entry at or after its own in the listpack (NULL past the end), or, when
+ * the set became a tree, a cursor of ours (*cursor) that finds that place
+ * at its first step. */
+void *zsetModuleIterFollow(robj *zobj, double score, sds member, zsetModuleCursor **cursor) {
+    if (zobj->encoding == OBJ_ENCODING_LISTPACK) return zsetListpackSeek(objectGetVal(zobj), score, member);
+    *cursor = zsetModuleCursorAt(objectGetVal(zobj), score, member);
+    return *cursor;
 }
 
 /* Deep sanitization of a loaded zset listpack: every score a number and the

@@ -1352,14 +1352,11 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
     const unsigned char *q = l->data, *prevq = q;
     double prev = 0.0;
     for (int idx = 0, count = l->count; idx < count; idx++) {
-        uint8_t hdr = q[0], lc = hdr & 31;
-        const unsigned char *em = q + headBytesOf(hdr);
-        size_t elen = lc, size = (size_t)(em - q) + lc;
-        /* A length byte or an out-of-line member: rare, and predicted. */
-        if (lc >= LEN_BYTE) size = peekMember(q, &em, &elen);
+        const unsigned char *em;
+        size_t elen, size = peekMember(q, &em, &elen);
         uint64_t last;
         memcpy(&last, q + size - 8, 8);
-        int ool = lc == LEN_OOL;
+        int ool = (q[0] & 31) == LEN_OOL;
         if ((elen == len) & (ool | (((last ^ tail.bytes) & tail.mask) == 0)) && memcmp(em, m, len) == 0) {
             p->leaf = l;
             p->idx = (uint16_t)idx;
@@ -1369,7 +1366,7 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
             decode(q, prev, &p->it);
             return 1;
         }
-        prev = entryScore(q, hdr >> 5, prev);
+        prev = entryScore(q, q[0] >> 5, prev);
         prevq = q;
         q += size;
     }

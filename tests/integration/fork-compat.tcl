@@ -12,35 +12,10 @@
 #
 # The reference server is started by the framework's own start_server,
 # through its `start-other-server` option, which runs $::other_server_path
-# instead of src/valkey-server (compat_server below). The suite runs inside
-# build/valkey, two levels below the repository.
+# instead of src/valkey-server (fork_server, tests/helpers/fork-reference.tcl).
 
-set ::compat_ref_server [file normalize ../../build/upstream/src/valkey-server]
-
-if {![file executable $::compat_ref_server]} {
-    tags {"fork" "compat"} {
-        test {Reference build is present} {
-            fail "No reference server at $::compat_ref_server: run make upstream"
-        }
-    }
-    return
-}
-
-# Runs start_server with `code` against our build (kind `fork`) or the
-# reference (kind `reference`). The code runs in the caller's scope, as it
-# does with start_server.
-proc compat_server {kind options code} {
-    if {$kind eq "fork"} {
-        return [uplevel 1 [list start_server $options $code]]
-    }
-    set saved $::other_server_path
-    set ::other_server_path $::compat_ref_server
-    try {
-        return [uplevel 1 [list start_server [concat $options {start-other-server 1}] $code]]
-    } finally {
-        set ::other_server_path $saved
-    }
-}
+source tests/helpers/fork-reference.tcl
+if {![fork_reference_present {"fork" "compat"}]} return
 
 # Big sets are filled on the server: ::fork_zfill_lua.
 source tests/helpers/fork-zfill.tcl
@@ -201,10 +176,10 @@ set ::compat_keys [compat_keys $::compat_cmds]
 
 tags {"fork" "compat" "external:skip" "needs:debug"} {
 
-compat_server reference {} {
-    compat_server fork {} {
+fork_server reference {} {
+    fork_server fork {} {
         test {Same commands give the same sorted sets on both servers} {
-            assert_equal $::compat_ref_server [s -1 executable]
+            assert_equal $::fork_ref_server [s -1 executable]
             assert_equal [file normalize src/valkey-server] [s executable]
             compat_load -1 $::compat_cmds
             compat_load 0 $::compat_cmds
@@ -299,17 +274,17 @@ compat_server reference {} {
 # the primary land while it runs. One direction syncs through a file on
 # disk, the other diskless, into a replica that loads from the socket.
 foreach {primary replica diskless} {reference fork no  fork reference yes} {
-    compat_server $primary {} {
+    fork_server $primary {} {
         compat_load 0 $::compat_cmds
         r config set repl-diskless-sync $diskless
         # A delay per key saved: the sync takes about two seconds.
         r config set rdb-key-save-delay 100000
 
-        compat_server $replica {} {
+        fork_server $replica {} {
             if {$diskless} { r config set repl-diskless-load swapdb }
 
             test "Replication from the $primary primary to the $replica replica, writes during the sync" {
-                assert_equal [expr {$primary eq "reference" ? $::compat_ref_server : [file normalize src/valkey-server]}] \
+                assert_equal [expr {$primary eq "reference" ? $::fork_ref_server : [file normalize src/valkey-server]}] \
                     [s -1 executable]
                 r replicaof [srv -1 host] [srv -1 port]
                 wait_for_condition 500 20 {

@@ -81,31 +81,8 @@
 # REPLYDIFF_SEED=s replaces the base seed (the i-th stream of ::rd_streams,
 # from 0, runs with s + i); REPLYDIFF_STREAMS=churn,big runs only those.
 
-set ::rdiff_ref_server [file normalize ../../build/upstream/src/valkey-server]
-
-if {![file executable $::rdiff_ref_server]} {
-    tags {"fork" "replydiff"} {
-        test {Reference build is present} {
-            fail "No reference server at $::rdiff_ref_server: run make upstream"
-        }
-    }
-    return
-}
-
-# As fork-compat's compat_server: start_server for our build (`fork`) or for
-# the reference (`reference`, through start-other-server).
-proc rdiff_server {kind options code} {
-    if {$kind eq "fork"} {
-        return [uplevel 1 [list start_server $options $code]]
-    }
-    set saved $::other_server_path
-    set ::other_server_path $::rdiff_ref_server
-    try {
-        return [uplevel 1 [list start_server [concat $options {start-other-server 1}] $code]]
-    } finally {
-        set ::other_server_path $saved
-    }
-}
+source tests/helpers/fork-reference.tcl
+if {![fork_reference_present {"fork" "replydiff"}]} return
 
 source tests/helpers/fork-zfill.tcl
 
@@ -1620,10 +1597,10 @@ set ::rd_baseseed [expr {[info exists ::env(REPLYDIFF_SEED)] ? $::env(REPLYDIFF_
 
 tags {"fork" "replydiff" "external:skip" "needs:debug"} {
 
-rdiff_server reference {} {
-    rdiff_server fork {} {
+fork_server reference {} {
+    fork_server fork {} {
         test {Reply diff: the reference and our server are the ones compared} {
-            assert_equal $::rdiff_ref_server [s -1 executable]
+            assert_equal $::fork_ref_server [s -1 executable]
             assert_equal [file normalize src/valkey-server] [s executable]
         }
 

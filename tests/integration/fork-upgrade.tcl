@@ -13,7 +13,7 @@
 
 set ::fork81_digest fb0598657e9a45b2aef9f68e9d354cbceb0279ca
 set ::fork81_assets [file normalize tests/assets/fork81]
-set ::fork81_ref_server [file normalize ../../build/upstream/src/valkey-server]
+source tests/helpers/fork-reference.tcl
 
 proc fork81_checks {} {
     r select 0
@@ -33,16 +33,10 @@ proc fork81_checks {} {
 
 # Starts the reference build on `dir`/`dbfilename` and returns its digest.
 proc fork81_reference_digest {dir dbfilename} {
-    set saved $::other_server_path
-    set ::other_server_path $::fork81_ref_server
-    try {
-        start_server [list overrides [list dir $dir dbfilename $dbfilename save ""] start-other-server 1] {
-            set digest [r debug digest]
-        }
-        return $digest
-    } finally {
-        set ::other_server_path $saved
+    fork_server reference [list overrides [list dir $dir dbfilename $dbfilename save ""]] {
+        set digest [r debug digest]
     }
+    return $digest
 }
 
 tags {"fork" "compat" "external:skip"} {
@@ -62,7 +56,7 @@ tags {"fork" "compat" "external:skip"} {
             assert_equal $::fork81_digest [r debug digest]
         }
 
-        if {[file executable $::fork81_ref_server]} {
+        if {[file executable $::fork_ref_server]} {
             test {The reference loads the 8.1.1 fork's RDB with the same digest} {
                 assert_equal $::fork81_digest [fork81_reference_digest $dir fork81.rdb]
             }
@@ -74,7 +68,7 @@ tags {"fork" "compat" "external:skip"} {
             }
         } else {
             test {Reference build is present} {
-                fail "No reference server at $::fork81_ref_server: run make upstream"
+                fail "No reference server at $::fork_ref_server: run make upstream"
             }
         }
     }

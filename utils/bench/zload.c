@@ -342,6 +342,16 @@ static void wait_fd(int fd, short events) {
     if (poll(&p, 1, 30000) == 0) die("server did not answer within 30 s");
 }
 
+/* One turn of a streaming pipeline: sends what is buffered, takes every
+ * reply that has arrived, and when none had, reads more or waits for the
+ * socket. */
+static void conn_turn(conn_t *c, long long *replies) {
+    if (conn_flush(c) < 0) die("write failed: %s", strerror(errno));
+    int progressed = 0;
+    while (conn_reply(c)) (*replies)++, progressed = 1;
+    if (!progressed && conn_fill(c) == 0) wait_fd(c->fd, POLLIN | (buf_pending(&c->out) ? POLLOUT : 0));
+}
+
 /* Sends everything buffered and waits for n replies; the last one's string
  * is kept in cap.str when it is a string. */
 static void conn_sync(conn_t *c, int n) {
@@ -595,11 +605,7 @@ static int mode_zsets(void) {
                 sent++;
                 k++;
             }
-            if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
-            int progressed = 0;
-            while (conn_reply(&c)) replies++, progressed = 1;
-            if (progressed) continue;
-            if (conn_fill(&c) == 0) wait_fd(c.fd, POLLIN | (buf_pending(&c.out) ? POLLOUT : 0));
+            conn_turn(&c, &replies);
         }
         done = end;
     }
@@ -645,11 +651,7 @@ static int mode_zkeys(void) {
                 sent++;
                 q++;
             }
-            if (conn_flush(&c) < 0) die("write failed: %s", strerror(errno));
-            int progressed = 0;
-            while (conn_reply(&c)) replies++, progressed = 1;
-            if (progressed) continue;
-            if (conn_fill(&c) == 0) wait_fd(c.fd, POLLIN | (buf_pending(&c.out) ? POLLOUT : 0));
+            conn_turn(&c, &replies);
         }
         done = end;
     }
