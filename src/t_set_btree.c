@@ -1,0 +1,247 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Sets past their intset or listpack, as the server sees them.
+ *
+ * A big set is an robj of type OBJ_SET, encoding OBJ_ENCODING_BTREE, whose
+ * value is a tree of the sorted-set engine (zbtree.c) in which every entry
+ * has the score 0:
+ *
+ *   robj { type OBJ_SET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt
+ *
+ * So a set gets what a big sorted set has: members packed inline in 512-byte
+ * leaves (with score 0 an entry is a header byte, a length and the member's
+ * bytes), the member index for lookups (8 bytes a slot, grown a 32 KiB
+ * segment at a time, never in one doubling), ranks for uniform random
+ * members, SSCAN in hash order with SCAN's guarantee, defrag in steps,
+ * dismiss in a fork child. With every score equal, the tree's order is the
+ * members' byte order, which lets an intersection of big sets walk them
+ * together instead of probing one per member.
+ *
+ * Upstream's hashtable encoding stays for the temporary sets of SUNION and
+ * SDIFF replies (they live for one command and are probed member by member);
+ * every set that is stored goes from intset or listpack to this encoding.
+ *
+ * What lives here is what t_set.c and its neighbours need around the
+ * engine's API; t_set.c calls these where upstream touched the hashtable.
+ */
+
+#include "server.h"
+#include "vector.h"
+#include "mt19937-64.h"
+
+/* Presizing the member index past this gains little and would let a corrupt
+ * length allocate (as for sorted sets). */
+#define SET_BTREE_PRESIZE_MAX (1 << 20)
+
+/* Members this long or shorter are copied before a delete that may take
+ * them from the set's own leaves. */
+#define SET_BTREE_COPY_MAX ZBT_MAX_INLINE
+
+/* The tree's order of members when every score is 0: their bytes. */
+static int setMemberBytesCompare(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen) {
+    size_t min = alen < blen ? alen : blen;
+    int cmp = memcmp(a, b, min);
+    if (cmp) return cmp;
+    return alen < blen ? -1 : (alen > blen);
+}
+
+robj *createSetBtreeObject(size_t expected) {
+    if (expected > SET_BTREE_PRESIZE_MAX) expected = SET_BTREE_PRESIZE_MAX;
+    robj *o = createObject(OBJ_SET, zbtCreate(expected));
+    o->encoding = OBJ_ENCODING_BTREE;
+    return o;
+}
+
+/* Returns 1 if the member was added, 0 if it was there. */
+int setBtreeAdd(robj *set, const char *m, size_t len) {
+    return zbtInsert(objectGetVal(set), 0.0, (const unsigned char *)m, len) == ZBT_OK;
+}
+
+int setBtreeRemove(robj *set, const char *m, size_t len) {
+    /* The member may come from this set's own leaves (SPOP's iterations):
+     * read it from a copy, as the delete moves the leaf's bytes. */
+    char buf[SET_BTREE_COPY_MAX];
+    if (len <= sizeof(buf)) {
+        memcpy(buf, m, len);
+        m = buf;
+    }
+    return zbtDelete(objectGetVal(set), (const unsigned char *)m, len, NULL);
+}
+
+int setBtreeIsMember(robj *set, const char *m, size_t len) {
+    double score;
+    return zbtScore(objectGetVal(set), (const unsigned char *)m, len, &score);
+}
+
+unsigned long setBtreeSize(const robj *set) {
+    return zbtLength(objectGetVal(set));
+}
+
+/* A uniformly random member, read where it lies (valid until the next
+ * write to the set). */
+void setBtreeRandom(robj *set, char **str, size_t *len) {
+    zbt *t = objectGetVal(set);
+    zbtCursor cur;
+    serverAssert(zbtAtRank(t, genrand64_int64() % zbtLength(t), &cur));
+    *str = (char *)cur.member;
+    *len = cur.len;
+}
+
+/* Iteration: a cursor of the engine, allocated for the iterator's life. */
+void setBtreeIterInit(setTypeIterator *si) {
+    si->zbt_cursor = NULL;
+}
+
+int setBtreeIterNext(setTypeIterator *si, char **str, size_t *len) {
+    int more;
+    if (!si->zbt_cursor) {
+        si->zbt_cursor = zmalloc(sizeof(zbtCursor));
+        more = zbtFirst(objectGetVal(si->subject), si->zbt_cursor);
+    } else {
+        more = zbtNext(si->zbt_cursor);
+    }
+    if (!more) return 0;
+    *str = (char *)si->zbt_cursor->member;
+    *len = si->zbt_cursor->len;
+    return 1;
+}
+
+void setBtreeIterRelease(setTypeIterator *si) {
+    zfree(si->zbt_cursor);
+}
+
+/* Builds a tree from a small set (intset or listpack): the members sorted
+ * in byte order, then appended, fill its leaves whole. */
+typedef struct setMember {
+    const char *s; /* NULL: the member is the integer written in num. */
+    size_t len;
+    char num[LONG_STR_SIZE];
+} setMember;
+
+static const unsigned char *setMemberBytes(const setMember *e) {
+    return (const unsigned char *)(e->s ? e->s : e->num);
+}
+
+static int setMemberCompare(const void *a, const void *b) {
+    const setMember *x = a, *y = b;
+    return setMemberBytesCompare(setMemberBytes(x), x->len, setMemberBytes(y), y->len);
+}
+
+/* Returns NULL when a member repeats (a listpack loaded unchecked). */
+zbt *setBtreeFromSmall(robj *setobj, size_t cap) {
+    unsigned long n = setTypeSize(setobj);
+    zbt *t = zbtCreate(cap > SET_BTREE_PRESIZE_MAX ? SET_BTREE_PRESIZE_MAX : cap);
+    if (n == 0) return t;
+    setMember *members = zmalloc(sizeof(*members) * n);
+    setTypeIterator *si = setTypeInitIterator(setobj);
+    char *str;
+    size_t len;
+    int64_t llval;
+    unsigned long i = 0;
+    while (setTypeNext(si, &str, &len, &llval) != -1) {
+        setMember *e = &members[i++];
+        if (str) {
+            e->s = str;
+            e->len = len;
+        } else {
+            e->len = ll2string(e->num, sizeof(e->num), llval);
+            e->s = NULL;
+        }
+    }
+    setTypeReleaseIterator(si);
+    serverAssert(i == n);
+    qsort(members, n, sizeof(*members), setMemberCompare);
+    for (i = 0; i < n && t; i++) {
+        if (zbtAppend(t, 0.0, setMemberBytes(&members[i]), members[i].len) != ZBT_OK) {
+            zbtFree(t);
+            t = NULL;
+        }
+    }
+    if (t) zbtAppendDone(t);
+    zfree(members);
+    return t;
+}
+
+/* A set loaded from RDB or RESTORE as intset or listpack, past their
+ * limits, into a tree: C_ERR, with the set unchanged, when a member
+ * repeats (a payload loaded without deep sanitization). */
+int setBtreeConvertLoaded(robj *o) {
+    zbt *t = setBtreeFromSmall(o, setTypeSize(o));
+    if (!t) return C_ERR;
+    freeSetObject(o);
+    o->encoding = OBJ_ENCODING_BTREE;
+    objectSetVal(o, t);
+    return C_OK;
+}
+
+/* Adds a member of a set being loaded (RDB, RESTORE): in O(1) at the end
+ * when members come in byte order (as this encoding saves them), inserted
+ * otherwise. Returns 0 for a member already there. */
+int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
+    zbt *t = objectGetVal(set);
+    int ret = zbtAppend(t, 0.0, (const unsigned char *)m, len);
+    if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, 0.0, (const unsigned char *)m, len);
+    return ret == ZBT_OK;
+}
+
+void setBtreeLoadDone(robj *set) {
+    zbtAppendDone(objectGetVal(set));
+}
+
+/* SSCAN: members in the order of their hashes, so that the cursor stays
+ * valid while the set grows and shrinks. */
+unsigned long long setBtreeScan(robj *set, unsigned long long cursor, long count, sds pattern, vector *out) {
+    return zsetBtreeScan(objectGetVal(set), cursor, count, pattern, 1, out);
+}
+
+/* SINTER and its kin when every set is a tree: the members of all of them
+ * in byte order, walked together. The smallest set leads; each member of it
+ * seeks its place in the others (a seek also skips what lies between), so
+ * that sets that overlap little are not read whole. Calls fn for each member
+ * in all sets, until fn returns 0. */
+void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
+                       void *privdata) {
+    zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
+    int more = zbtFirst(objectGetVal(sets[0]), &cur[0]);
+    for (unsigned long j = 1; j < setnum && more; j++) {
+        more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
+    }
+    while (more) {
+        const unsigned char *m = cur[0].member;
+        size_t len = cur[0].len;
+        unsigned long j;
+        int all = 1;
+        for (j = 1; j < setnum; j++) {
+            if (sets[j] == sets[0]) continue;
+            /* Step when the member is near, seek when it is far. */
+            int cmp = 0, steps = 0;
+            while ((cmp = setMemberBytesCompare(cur[j].member, cur[j].len, m, len)) < 0 && steps < 8) {
+                if (!zbtNext(&cur[j])) goto done;
+                steps++;
+            }
+            if (cmp < 0) {
+                if (!zbtSeek(objectGetVal(sets[j]), 0.0, m, len, &cur[j])) goto done;
+                cmp = setMemberBytesCompare(cur[j].member, cur[j].len, m, len);
+            }
+            if (cmp > 0) {
+                all = 0;
+                break;
+            }
+        }
+        if (all && !fn(privdata, (const char *)m, len)) break;
+        if (all || j == setnum) {
+            more = zbtNext(&cur[0]);
+        } else {
+            /* The set j is past m: the lead seeks to where it is. */
+            more = zbtSeek(objectGetVal(sets[0]), 0.0, cur[j].member, cur[j].len, &cur[0]);
+        }
+    }
+done:
+    zfree(cur);
+}
+
+void setBtreeDismiss(robj *o, size_t size_hint) {
+    zsetBtreeDismiss(o, size_hint);
+}
