@@ -5,19 +5,24 @@
  * Sets past their intset or listpack, as the server sees them.
  *
  * A big set is an robj of type OBJ_SET, encoding OBJ_ENCODING_BTREE, whose
- * value is a tree of the sorted-set engine (zbtree.c) in which every entry
- * has the score 0:
+ * value is a keyed tree of the sorted-set engine (zbtree.c): every entry's
+ * score is its member's key, the top 32 bits of the member's seeded hash.
  *
- *   robj { type OBJ_SET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt
+ *   robj { type OBJ_SET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt (keyed)
  *
- * So a set gets what a big sorted set has: members packed inline in 512-byte
- * leaves (with score 0 an entry is a header byte, a length and the member's
- * bytes), the member index for lookups (8 bytes a slot, grown a 32 KiB
- * segment at a time, never in one doubling), ranks for uniform random
- * members, SSCAN in hash order with SCAN's guarantee, defrag in steps,
- * dismiss in a fork child. With every score equal, the tree's order is the
- * members' byte order, which lets an intersection of big sets walk them
- * together instead of probing one per member.
+ *   leaf entry: [header][key delta: 0-4 bytes][member, inline up to 64]
+ *
+ * The members are in the order of (key, member): hashes spread them
+ * evenly, and between neighbours the key grows by n / 2^32 on average, a
+ * delta of one or two bytes in a set of thousands or millions. A member is
+ * found by descending the tree to its key, so a keyed tree has no member
+ * index (8 bytes a member and more in a sorted set). Otherwise a set gets
+ * what a big sorted set has: members packed in 512-byte leaves, growth a
+ * leaf at a time (never a doubling), ranks for uniform random members,
+ * defrag in steps, dismiss in a fork child. SSCAN's cursor is the key to go
+ * on from, so that SCAN's guarantee holds through growth and shrinking.
+ * Every keyed tree in the server is in the same order, so an intersection
+ * of big sets walks them side by side instead of probing one per member.
  *
  * Upstream's hashtable encoding stays for the temporary sets of SUNION and
  * SDIFF replies (they live for one command and are probed member by member);
@@ -31,25 +36,23 @@
 #include "vector.h"
 #include "mt19937-64.h"
 
-/* Presizing the member index past this gains little and would let a corrupt
- * length allocate (as for sorted sets). */
-#define SET_BTREE_PRESIZE_MAX (1 << 20)
-
 /* Members this long or shorter are copied before a delete that may take
  * them from the set's own leaves. */
 #define SET_BTREE_COPY_MAX ZBT_MAX_INLINE
 
-/* The tree's order of members when every score is 0: their bytes. */
-static int setMemberBytesCompare(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen) {
+/* The order of a keyed tree: by key, then by the members' bytes. */
+static int setKeyCompare(double akey, const unsigned char *a, size_t alen, double bkey, const unsigned char *b,
+                         size_t blen) {
+    if (akey != bkey) return akey < bkey ? -1 : 1;
     size_t min = alen < blen ? alen : blen;
-    int cmp = memcmp(a, b, min);
+    int cmp = min ? memcmp(a, b, min) : 0;
     if (cmp) return cmp;
     return alen < blen ? -1 : (alen > blen);
 }
 
 robj *createSetBtreeObject(size_t expected) {
-    if (expected > SET_BTREE_PRESIZE_MAX) expected = SET_BTREE_PRESIZE_MAX;
-    robj *o = createObject(OBJ_SET, zbtCreate(expected));
+    UNUSED(expected);
+    robj *o = createObject(OBJ_SET, zbtCreateKeyed());
     o->encoding = OBJ_ENCODING_BTREE;
     return o;
 }
@@ -113,8 +116,9 @@ void setBtreeIterRelease(setTypeIterator *si) {
 }
 
 /* Builds a tree from a small set (intset or listpack): the members sorted
- * in byte order, then appended, fill its leaves whole. */
+ * by key, then appended, fill its leaves whole. */
 typedef struct setMember {
+    double key;    /* zbtMemberKey */
     const char *s; /* NULL: the member is the integer written in num. */
     size_t len;
     char num[LONG_STR_SIZE];
@@ -126,13 +130,14 @@ static const unsigned char *setMemberBytes(const setMember *e) {
 
 static int setMemberCompare(const void *a, const void *b) {
     const setMember *x = a, *y = b;
-    return setMemberBytesCompare(setMemberBytes(x), x->len, setMemberBytes(y), y->len);
+    return setKeyCompare(x->key, setMemberBytes(x), x->len, y->key, setMemberBytes(y), y->len);
 }
 
 /* Returns NULL when a member repeats (a listpack loaded unchecked). */
 zbt *setBtreeFromSmall(robj *setobj, size_t cap) {
+    UNUSED(cap);
     unsigned long n = setTypeSize(setobj);
-    zbt *t = zbtCreate(cap > SET_BTREE_PRESIZE_MAX ? SET_BTREE_PRESIZE_MAX : cap);
+    zbt *t = zbtCreateKeyed();
     if (n == 0) return t;
     setMember *members = zmalloc(sizeof(*members) * n);
     setTypeIterator *si = setTypeInitIterator(setobj);
@@ -149,6 +154,7 @@ zbt *setBtreeFromSmall(robj *setobj, size_t cap) {
             e->len = ll2string(e->num, sizeof(e->num), llval);
             e->s = NULL;
         }
+        e->key = zbtMemberKey(setMemberBytes(e), e->len);
     }
     setTypeReleaseIterator(si);
     serverAssert(i == n);
@@ -177,7 +183,7 @@ int setBtreeConvertLoaded(robj *o) {
 }
 
 /* Adds a member of a set being loaded (RDB, RESTORE): in O(1) at the end
- * when members come in byte order (as this encoding saves them), inserted
+ * when members come in key order (as this encoding saves them), inserted
  * otherwise. Returns 0 for a member already there. */
 int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
     zbt *t = objectGetVal(set);
@@ -190,56 +196,65 @@ void setBtreeLoadDone(robj *set) {
     zbtAppendDone(objectGetVal(set));
 }
 
-/* SSCAN: members in the order of their hashes, so that the cursor stays
+/* SSCAN: members in key order from the cursor's key on; the cursor stays
  * valid while the set grows and shrinks. */
 unsigned long long setBtreeScan(robj *set, unsigned long long cursor, long count, sds pattern, vector *out) {
     return zsetBtreeScan(objectGetVal(set), cursor, count, pattern, 1, out);
 }
 
 /* SINTER and its kin when every set is a tree: the members of all of them
- * in byte order, walked together. The smallest set leads; each member of it
- * seeks its place in the others (a seek also skips what lies between), so
- * that sets that overlap little are not read whole. Calls fn for each member
- * in all sets, until fn returns 0. */
+ * in key order, walked together. The smallest set leads; each member of it
+ * seeks its place in the others (a few steps when it is near, a descent
+ * when it is far), so that sets that overlap little are not read whole.
+ * Calls fn for each member in all sets, until fn returns 0. */
+static int cursorCompare(const zbtCursor *c, double key, const unsigned char *m, size_t len) {
+    return setKeyCompare(c->score, c->member, c->len, key, m, len);
+}
+
 void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
                        void *privdata) {
     zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
-    int more = zbtFirst(objectGetVal(sets[0]), &cur[0]);
-    for (unsigned long j = 1; j < setnum && more; j++) {
-        more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
-    }
+    int more = 1;
+    for (unsigned long j = 0; j < setnum && more; j++) more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
     while (more) {
+        double key = cur[0].score;
         const unsigned char *m = cur[0].member;
         size_t len = cur[0].len;
         unsigned long j;
-        int all = 1;
+        int cmp = 0;
         for (j = 1; j < setnum; j++) {
             if (sets[j] == sets[0]) continue;
-            /* Step when the member is near, seek when it is far. */
-            int cmp = 0, steps = 0;
-            while ((cmp = setMemberBytesCompare(cur[j].member, cur[j].len, m, len)) < 0 && steps < 8) {
+            int steps = 0;
+            while ((cmp = cursorCompare(&cur[j], key, m, len)) < 0 && steps++ < 8) {
                 if (!zbtNext(&cur[j])) goto done;
-                steps++;
             }
             if (cmp < 0) {
-                if (!zbtSeek(objectGetVal(sets[j]), 0.0, m, len, &cur[j])) goto done;
-                cmp = setMemberBytesCompare(cur[j].member, cur[j].len, m, len);
+                if (!zbtSeek(objectGetVal(sets[j]), key, m, len, &cur[j])) goto done;
+                cmp = cursorCompare(&cur[j], key, m, len);
             }
-            if (cmp > 0) {
-                all = 0;
-                break;
-            }
+            if (cmp > 0) break;
         }
-        if (all && !fn(privdata, (const char *)m, len)) break;
-        if (all || j == setnum) {
+        if (j == setnum) {
+            if (!fn(privdata, (const char *)m, len)) break;
             more = zbtNext(&cur[0]);
         } else {
-            /* The set j is past m: the lead seeks to where it is. */
-            more = zbtSeek(objectGetVal(sets[0]), 0.0, cur[j].member, cur[j].len, &cur[0]);
+            /* Set j is past the lead's member: the lead goes to where it is. */
+            more = zbtSeek(objectGetVal(sets[0]), cur[j].score, cur[j].member, cur[j].len, &cur[0]);
         }
     }
 done:
     zfree(cur);
+}
+
+/* COPY of a big set: appended in order, leaves filled whole. */
+zbt *setBtreeDup(zbt *t) {
+    zbt *copy = zbtCreateKeyed();
+    zbtCursor *cur = zmalloc(sizeof(*cur));
+    for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
+        serverAssert(zbtAppend(copy, 0.0, cur->member, cur->len) == ZBT_OK);
+    zfree(cur);
+    zbtAppendDone(copy);
+    return copy;
 }
 
 void setBtreeDismiss(robj *o, size_t size_hint) {

@@ -414,6 +414,8 @@ void zsetBtreeDismiss(robj *o, size_t size_hint) {
  * figures (a walk of its leaves, as DEBUG LISTPACK walks a listpack), or
  * the check of every invariant of the tree and its index. */
 static sds catIndexStats(sds s, zbt *t) {
+    /* A big set's tree is keyed by its members' hashes: no index. */
+    if (zbtIsKeyed(t)) return sdscat(s, "index:none (keyed by member hash)\r\n");
     zmiStats ix;
     zmiGetStats(zbtIndex(t), &ix);
     return sdscatfmt(s,

@@ -270,6 +270,12 @@ void zbtSetHashSeed(const uint8_t seed[16]) { memcpy(hash_seed, seed, sizeof(has
 
 static inline uint64_t memberHash(const unsigned char *m, size_t len) { return siphash(m, len, hash_seed); }
 
+/* A keyed tree's score of a member: the top 32 bits of its hash, exact in
+ * a double, so that sorted neighbours differ by small integer deltas. */
+static inline double hashKey(uint64_t h) { return (double)(uint32_t)(h >> 32); }
+
+double zbtMemberKey(const unsigned char *m, size_t len) { return hashKey(memberHash(m, len)); }
+
 static inline int sameBits(double a, double b) { return memcmp(&a, &b, sizeof(double)) == 0; }
 
 static inline uint64_t bitsOf(double d) {
@@ -819,6 +825,7 @@ static void arenaOff(zbt *t) {
 /* Points the index slots of a leaf's entries, which were under id `from`,
  * at the leaf's id. */
 static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
+    if (!t->index) return;
     uint64_t hash[ZBT_LEAF_MAX_ENTRIES];
     size_t off = 0;
     double prev = 0.0;
@@ -1209,7 +1216,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
     uint64_t hash[2 * LEAF_PAYLOAD + 1];
     uint32_t to[2 * LEAF_PAYLOAD + 1];
     int moved = 0;
-    for (int j = 0; j < used; j++) {
+    for (int j = 0; j < used && t->index; j++) {
         for (int i = cut[j]; i < cut[j + 1]; i++) {
             to[i] = tl[j]->id;
             if (items[i].from == to[i]) continue;
@@ -1275,18 +1282,36 @@ static int childAtOrBefore(const zbtInner *p, int i, double s, const unsigned ch
 
 /* The leaf where the key is or would go: the last whose first entry is at
  * or before the key (the head when none is). */
+static inline void *descendStep(const zbtInner *p, double s, const unsigned char *m, size_t len) {
+    int lo = 0, hi = p->n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (childAtOrBefore(p, mid, s, m, len)) lo = mid;
+        else hi = mid - 1;
+    }
+    return kids(p)[lo];
+}
+
 static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_t len) {
+    void *node = t->root;
+    for (int level = t->height; level > 0; level--) node = descendStep(node, s, m, len);
+    return node;
+}
+
+/* descendKey for a keyed tree, whose nodes a lookup mostly finds out of
+ * the cache (hashes scatter the lookups): each node's minimum scores are
+ * asked for at once, and the leaf's lines, so that their misses overlap
+ * instead of following one another through the binary search and scan. */
+static zbtLeaf *descendKeyed(const zbt *t, double s, const unsigned char *m, size_t len) {
     void *node = t->root;
     for (int level = t->height; level > 0; level--) {
         zbtInner *p = node;
-        int lo = 0, hi = p->n - 1;
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (childAtOrBefore(p, mid, s, m, len)) lo = mid;
-            else hi = mid - 1;
-        }
-        node = kids(p)[lo];
+        const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
+        for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
+        __builtin_prefetch(kids(p) + p->n / 2);
+        node = descendStep(p, s, m, len);
     }
+    for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)node + line);
     return node;
 }
 
@@ -1376,6 +1401,10 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
 /* Finds the member through the index: each leaf the index names for its
  * hash is scanned once. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
+    if (!t->index) {
+        double key = hashKey(h);
+        return leafSeekKey(descendKeyed(t, key, m, len), key, m, len, p);
+    }
     zmiIter iter;
     memberTail tail = tailOf(m, len);
     const leafArena *a = arenaOf(t);
@@ -1564,7 +1593,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         l->run = runAt(p->idx, nextToLast(l, p->idx));
         addCount(l, 1);
         if (p->idx == 0) fixMin(l, 1);
-        zmiInsert(t->index, h, l->id);
+        if (t->index) zmiInsert(t->index, h, l->id);
         return;
     }
 
@@ -1582,7 +1611,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         r->count = 1;
         r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
-        zmiInsert(t->index, h, r->id);
+        if (t->index) zmiInsert(t->index, h, r->id);
         return;
     }
 
@@ -1630,7 +1659,7 @@ static void prefetchNextPop(zbt *t, const zbtLeaf *l, const pos *p) {
     else if (p->idx == l->count && l == t->tail && l->count) q = l->data + p->prevOff;
     else return;
     peekMember(q, &m, &len);
-    zmiPrefetch(t->index, memberHash(m, len));
+    if (t->index) zmiPrefetch(t->index, memberHash(m, len));
 }
 
 static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
@@ -1649,7 +1678,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
         deleteInLeaf(t, l, p->idx, 1, keepOol);
         return;
     }
-    int ok = zmiRemove(t->index, h, l->id);
+    int ok = !t->index || zmiRemove(t->index, h, l->id);
     assert(ok);
     if (p->it.ool && !keepOol) tfree(t, p->it.ool);
     memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
@@ -1681,10 +1710,18 @@ zbt *zbtCreate(size_t expected) {
     t->bytes += usable;
     t->nids = 1; /* id 0 means "no leaf" to the index */
     setArena(t, NULL);
-    t->index = zmiCreate(expected);
+    t->index = expected == ZBT_KEYED ? NULL : zmiCreate(expected);
     zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
     return t;
+}
+
+zbt *zbtCreateKeyed(void) {
+    return zbtCreate(ZBT_KEYED);
+}
+
+int zbtIsKeyed(const zbt *t) {
+    return t->index == NULL;
 }
 
 static void freeNode(zbt *t, void *node, int level) {
@@ -1716,7 +1753,7 @@ void zbtFree(zbt *t) {
         zfree(a);
     }
     leafTableFree(t);
-    zmiFree(t->index);
+    if (t->index) zmiFree(t->index);
     zfree(t);
 }
 
@@ -1726,7 +1763,7 @@ int zbtHeight(const zbt *t) { return t->height; }
 
 const zmi *zbtIndex(const zbt *t) { return t->index; }
 
-size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
+size_t zbtAllocSize(const zbt *t) { return t->bytes + (t->index ? zmiAllocSize(t->index) : 0); }
 
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
     settle(t);
@@ -1761,6 +1798,15 @@ int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
     uint64_t h = memberHash(m, len);
     pos p;
     if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
+    if (!t->index) {
+        /* A keyed tree: the search found the place too. */
+        item it = {.score = hashKey(h), .m = m, .len = len};
+        if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+        insertAt(t, &p, &it, h);
+        t->length++;
+        tend(t);
+        return ZBT_OK;
+    }
     int r = insertNew(t, score, m, len, NULL, h);
     tend(t);
     return r;
@@ -1926,6 +1972,7 @@ static void pend(zbt *t, zbtLeaf *l) {
  * went to; the caller then inserts the rest. */
 int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     if (isnan(score)) return ZBT_ERR_NAN;
+    if (!t->index) score = zbtMemberKey(m, len);
     if (t->length == 0) {
         t->appendDir = 0;
         return zbtInsert(t, score, m, len);
@@ -1973,7 +2020,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
             l = r;
         }
         t->lastVersion = t->version;
-        zmiInsert(t->index, h, l->id);
+        if (t->index) zmiInsert(t->index, h, l->id);
         tend(t);
         return ZBT_OK;
     }
@@ -1998,7 +2045,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         l = r;
     }
     t->version++; /* the tail's last entry may have moved */
-    zmiInsert(t->index, h, l->id);
+    if (t->index) zmiInsert(t->index, h, l->id);
     tend(t);
     return ZBT_OK;
 }
@@ -2334,7 +2381,7 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     item items[LEAF_PAYLOAD];
     int n = leafItems(l, buf, items);
     for (int i = idx; i < idx + k; i++) {
-        int ok = zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
+        int ok = !t->index || zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
         assert(ok);
         if (items[i].ool && !keepOol) tfree(t, items[i].ool);
     }
@@ -2401,8 +2448,30 @@ static int cmpU64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* A keyed tree is in the order of its members' keys: the cursor is the key
+ * to go on from, and a batch ends with all the members of its last key. */
+static unsigned long long scanKeyed(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+    zbtCursor *c = zmalloc(sizeof(*c));
+    unsigned long long next = 0;
+    int more = zbtSeek(t, (double)cursor, (const unsigned char *)"", 0, c);
+    size_t n = 0;
+    while (more) {
+        double key = c->score;
+        fn(privdata, c->member, c->len, key);
+        n++;
+        more = zbtNext(c);
+        if (more && n >= count && c->score != key) {
+            next = (unsigned long long)c->score;
+            break;
+        }
+    }
+    zfree(c);
+    return next;
+}
+
 unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
     if (cursor >= (1ULL << 32)) return 0;
+    if (!t->index) return scanKeyed(t, cursor, count ? count : 1, fn, privdata);
     scanBatch b = {0};
     uint64_t next = zmiScan(t->index, cursor, count ? count : 1, scanCollect, &b);
     /* Each (hash, leaf) once: the members of that leaf with that hash. */
@@ -2468,9 +2537,11 @@ zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
     if (a) setArena(t, a);
-    zmiDefrag(t->index, fn);
-    zmi *ix = fn(t->index);
-    if (ix) t->index = ix;
+    if (t->index) {
+        zmiDefrag(t->index, fn);
+        zmi *ix = fn(t->index);
+        if (ix) t->index = ix;
+    }
     return fn(t);
 }
 
@@ -2500,7 +2571,7 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     zbtLeaf ***blocks = tableBlocksOf(t);
     for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
-    zmiDismiss(t->index, min, fn);
+    if (t->index) zmiDismiss(t->index, min, fn);
 }
 
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
@@ -2541,7 +2612,7 @@ void zbtGetStats(zbt *t, zbtStats *s) {
     memset(s, 0, sizeof(*s));
     statsNode(t, t->root, t->height, s);
     s->height = t->height;
-    s->indexBytes = zmiAllocSize(t->index);
+    s->indexBytes = t->index ? zmiAllocSize(t->index) : 0;
     s->otherBytes = t->bytes - s->leafBytes - s->innerBytes - s->oolBytes;
     s->arenaChunks = arenaOf(t) ? arenaOf(t)->nchunks : 0;
     s->leafIds = t->nids - 1;
@@ -2619,6 +2690,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
         if (i == 0) *min = it.score;
         uint64_t h = memberHash(it.m, it.len);
         st->slots[st->nslots++] = (h & 0xffffffff00000000ULL) | l->id;
+        CHECK(t->index || it.score == hashKey(h), "leaf %u entry %d: score is not its member's key", l->id, i);
         prev = it.score;
         off += it.size;
     }
@@ -2696,6 +2768,7 @@ static int checkAll(checkState *st) {
     }
     st->bytes += zmalloc_size(t) + leafTableBytes(t);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
+    if (!t->index) return 1; /* a keyed tree: the order is the check */
     const char *ixErr = zmiCheck(t->index);
     CHECK(!ixErr, "index: %s", ixErr);
     CHECK(zmiCount(t->index) == t->length, "index holds %zu slots for %lu entries", zmiCount(t->index), t->length);
