@@ -211,35 +211,39 @@ static int cursorCompare(const zbtCursor *c, double key, const unsigned char *m,
     return setKeyCompare(c->score, c->member, c->len, key, m, len);
 }
 
+/* Moves c to the first member at or after (key, m): a few steps when it is
+ * near, a descent when it is far. Returns 0 past the end, else 1 with *cmp
+ * the comparison of where c stands with (key, m), 0 or more. */
+static int advanceTo(robj *set, zbtCursor *c, double key, const unsigned char *m, size_t len, int *cmp) {
+    for (int steps = 0; (*cmp = cursorCompare(c, key, m, len)) < 0; steps++) {
+        if (steps == 8) {
+            if (!zbtSeek(objectGetVal(set), key, m, len, c)) return 0;
+            *cmp = cursorCompare(c, key, m, len);
+            return 1;
+        }
+        if (!zbtNext(c)) return 0;
+    }
+    return 1;
+}
+
 void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
                        void *privdata) {
     zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
-    int more = 1;
+    int more = 1, cmp;
     for (unsigned long j = 0; j < setnum && more; j++) more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
     while (more) {
-        double key = cur[0].score;
-        const unsigned char *m = cur[0].member;
-        size_t len = cur[0].len;
         unsigned long j;
-        int cmp = 0;
         for (j = 1; j < setnum; j++) {
             if (sets[j] == sets[0]) continue;
-            int steps = 0;
-            while ((cmp = cursorCompare(&cur[j], key, m, len)) < 0 && steps++ < 8) {
-                if (!zbtNext(&cur[j])) goto done;
-            }
-            if (cmp < 0) {
-                if (!zbtSeek(objectGetVal(sets[j]), key, m, len, &cur[j])) goto done;
-                cmp = cursorCompare(&cur[j], key, m, len);
-            }
+            if (!advanceTo(sets[j], &cur[j], cur[0].score, cur[0].member, cur[0].len, &cmp)) goto done;
             if (cmp > 0) break;
         }
         if (j == setnum) {
-            if (!fn(privdata, (const char *)m, len)) break;
+            if (!fn(privdata, (const char *)cur[0].member, cur[0].len)) break;
             more = zbtNext(&cur[0]);
         } else {
             /* Set j is past the lead's member: the lead goes to where it is. */
-            more = zbtSeek(objectGetVal(sets[0]), cur[j].score, cur[j].member, cur[j].len, &cur[0]);
+            more = advanceTo(sets[0], &cur[0], cur[j].score, cur[j].member, cur[j].len, &cmp);
         }
     }
 done:
