@@ -6,14 +6,14 @@
  *
  * A big set is an robj of type OBJ_SET, encoding OBJ_ENCODING_BTREE, whose
  * value is a keyed tree of the sorted-set engine (zbtree.c): every entry's
- * score is its member's key, the top 32 bits of the member's seeded hash.
+ * score is its member's key, the top 24 bits of the member's seeded hash.
  *
  *   robj { type OBJ_SET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt (keyed)
  *
  *   leaf entry: [header][key delta: 0-4 bytes][member, inline up to 64]
  *
  * The members are in the order of (key, member): hashes spread them
- * evenly, and between neighbours the key grows by n / 2^32 on average, a
+ * evenly, and between neighbours the key grows by 2^24 / n on average, a
  * delta of one or two bytes in a set of thousands or millions. A member is
  * found by descending the tree to its key, so a keyed tree has no member
  * index (8 bytes a member and more in a sorted set). Otherwise a set gets

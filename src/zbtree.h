@@ -76,12 +76,13 @@ enum {
 zbt *zbtCreate(size_t expected);
 
 /* A keyed tree (the members of a set): no member index. Each entry's score
- * is its member's key, the top 32 bits of its seeded hash (zbtMemberKey),
+ * is its member's key, the top ZBT_KEY_BITS of its seeded hash (zbtMemberKey),
  * which the engine sets itself on insert and append (the score given is
  * ignored); a member is found by descending to its key. Ranks, cursors and
  * seeks are as in any tree, in the order of (key, member); zbtScan's cursor
  * is the key to go on from. */
 #define ZBT_KEYED ((size_t)-1)
+#define ZBT_KEY_BITS 24
 zbt *zbtCreateKeyed(void);
 int zbtIsKeyed(const zbt *t);
 double zbtMemberKey(const unsigned char *m, size_t len);
