@@ -5,7 +5,7 @@
 #   make test            what CI runs: unit tests, the Tcl suite (see TEST_ARGS),
 #                        then upstream's module API suite
 #   make test-san        a server built with ASan and UBSan (build/san) through
-#                        the sorted-set, geo, dump and rdb tests
+#                        the sorted-set, set, geo, dump and rdb tests
 #   make test-unit       upstream's googletest unit tests, our cmocka tests
 #                        (also under ASan and UBSan) and the engine's memory targets
 #   make install         upstream's install (PREFIX=...); also noopt, valgrind, ...
@@ -78,7 +78,7 @@ test-modules: all test-deps
 # (build/san: a copy of build/valkey, so its links into src/ and tests/ still
 # resolve), then the tests that touch sorted sets most.
 SAN := build/san
-SAN_TESTS := unit/type/zset unit/geo unit/sort unit/dump unit/scan unit/keyspace \
+SAN_TESTS := unit/type/zset unit/type/set unit/geo unit/sort unit/dump unit/scan unit/keyspace \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load
 # The module API's sorted-set iterators, ours and upstream's.
