@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The benchmark suite: the workloads of ../shared/workloads.md (W1-W5) and
+"""The benchmark suite: the workloads of ../shared/workloads.md (W1-W5, W7) and
 our own W8 (BGSAVE under load), run against our server and the unpatched
 reference, one fresh server at a time.
 
@@ -48,6 +48,7 @@ SIZES = {
         w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
         w4_one_n=500_000,
         w5_n=1_000_000, w5_seconds=0.4, w5_warmup=0.1, w5_pairs=3,
+        w7_n=200_000, w7_seconds=0.4, w7_warmup=0.1, w7_bulk_seconds=1.0, w7_pairs=3,
         w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
         w8_sweep_delays=(2000, 6000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=1_000_000,
     ),
@@ -58,6 +59,7 @@ SIZES = {
         w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
         w4_one_n=5_000_000,
         w5_n=1_000_000, w5_seconds=1, w5_warmup=0.2, w5_pairs=7,
+        w7_n=1_000_000, w7_seconds=1, w7_warmup=0.2, w7_bulk_seconds=2, w7_pairs=3,
         w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
         w8_sweep_delays=(2000, 6000, 12_000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=5_000_000,
     ),
@@ -69,13 +71,14 @@ SIZES = {
         w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
         w4_one_n=20_000,
         w5_n=20_000, w5_seconds=0.1, w5_warmup=0.05, w5_pairs=2,
+        w7_n=5_000, w7_seconds=0.1, w7_warmup=0.05, w7_bulk_seconds=0.2, w7_pairs=2,
         w8_rounds=1, w8_a=(500, 200), w8_a_delay=100, w8_b=(20, 2000), w8_b_delay=5000, w8_b_rate=20_000,
         w8_sweep_delays=(1000, 5000), w8_sweep_rates=(5000, 20_000), w8_c_n=50_000,
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
 PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
-                 w4_one_n=5_000_000, w5_n=1_000_000)
+                 w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000)
 
 W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
 W4_CONNS = 50
@@ -94,6 +97,34 @@ W5_SHORT = {"zscore": "ZSCORE", "zrank": "ZRANK", "zrevrank": "ZREVRANK", "zrang
             "zpopmin": "ZPOPMIN+\nZADD (pair)"}
 W5_PIPELINES = [1, 16]
 W5_CONNS = 50
+# W3: the targets of issue #19 for the SET (ours): never above the HASH of the same members,
+# at N members ≤ 0.6× the reference's SET, no single insert adding more than 16 KiB.
+W3_TARGETS = {"W3.set_over_hash": ("value", 1.0), "W3.set.atN": ("ref", 0.6), "W3.set.jump": ("value", 16384)}
+# W7: big sets. Shapes (zload --shape), each in its own key: a, distinct random integers below
+# 10^8; b, the integers 0 … N−1; c, distinct random 24-character lowercase strings.
+W7_SHAPES = [("int", "a"), ("seq", "b"), ("str", "c")]
+W7_SHAPE_TEXT = {"int": "distinct random integers below 10^8", "seq": "consecutive integers from 0",
+                 "str": "distinct random 24-character strings"}
+W7_MEM_TARGETS = {"int": 4, "seq": 1, "str": 33}   # bytes per member, ours (issue #19)
+W7_OPS_SHAPES = ["int", "str"]   # the operations run on shapes a and c
+W7_KEY2 = "int2"   # SINTER's second set: N random integers, half of them also in shape a's set
+W7_OPS = [  # (zload op, label, whole-set operation, shapes); writes last, sadd (the set grows) at the end
+    ("sismember", "SISMEMBER (half hits)", False, ("int", "str")),
+    ("smismember", "SMISMEMBER of 5 (half hits)", False, ("int", "str")),
+    ("srandmember", "SRANDMEMBER", False, ("int", "str")),
+    ("sscan", "SSCAN COUNT 100, members/s", False, ("int", "str")),
+    ("smembers", "SMEMBERS, calls/s", True, ("int", "str")),
+    ("sinter", f"SINTER with {W7_KEY2}, calls/s", True, ("int",)),
+    ("sintercard", f"SINTERCARD with {W7_KEY2}, calls/s", True, ("int",)),
+    ("srem", "SREM + SADD back (pair)", False, ("int", "str")),
+    ("spop", "SPOP + SADD back (pair)", False, ("int", "str")),
+    ("sadd", "SADD of a new member", False, ("int", "str")),
+]
+W7_SPEED_TARGETS = {"sinter": 2.0, "sintercard": 2.0}   # ours ≥ r × the reference; the others 1.0
+W7_CONNS = W5_CONNS
+# Whole-set operations: one connection. With two, the first pipeline of the second waits for the
+# first's, a start the short window would count at twice the steady pace.
+W7_BULK_CONNS = 1
 # W8: the scenarios, and the targets its table judges ours by: ("ref", r) means
 # ours ≤ r × the reference's figure, ("value", v) ours' own figure ≤ v.
 W8_SCENARIOS = ("a", "b", "c")
@@ -343,13 +374,14 @@ UNITS = {
     "B/member": (lambda v: f"{v:,.1f}", "B/member"),
     "B/key": (lambda v: f"{v:,.1f}", "B/key"),
     "B": (lambda v: f"{v:,.0f}", "B"),
-    "ops/s": (lambda v: f"{v:,.0f}", "ops/s"),
+    "ops/s": (lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}", "ops/s"),
+    "members/s": (lambda v: f"{v:,.0f}", "members/s"),
     "inserts/s": (lambda v: f"{v:,.0f}", "inserts/s"),
     "us": (lambda v: f"{v:,.1f}", "µs"),
     "us/op": (lambda v: f"{v:.3f}", "µs CPU/op"),
     "s": (lambda v: f"{v:,.2f}", "s"),
     "count": (lambda v: f"{v:,.0f}", ""),
-    "x": (lambda v: f"{v:.2f}", "×"),
+    "x": (lambda v: f"{v:.3f}", "×"),
     "of used": (lambda v: f"{v:.3f}", "× used_memory"),
 }
 
@@ -358,7 +390,8 @@ class Figure:
     def __init__(self, key, workload, label, unit, better, paired, target=None):
         self.key, self.workload, self.label, self.unit = key, workload, label, unit
         self.better, self.paired = better, paired   # better: lower|higher|info
-        self.target = target   # None, ("ref", r): ≤ r × the reference's, ("value", v): ≤ v
+        # None, ("ref", r): ≤ r × the reference's, ("value", v): ≤ v; ≥ for a figure where higher is better
+        self.target = target
         self.values = {}   # server -> {round: value}
 
     def add(self, server, rnd, value):
@@ -399,7 +432,8 @@ class Figure:
         if not self.target:
             return ""
         kind, limit = self.target
-        return f"≤ {limit:g}× ref" if kind == "ref" else f"≤ {limit:g} {UNITS[self.unit][1]}".rstrip()
+        cmp = "≥" if self.better == "higher" else "≤"
+        return f"{cmp} {limit:g}× ref" if kind == "ref" else f"{cmp} {limit:g} {UNITS[self.unit][1]}".rstrip()
 
     def target_met(self, server, ref="reference"):
         """True or False when the figure has a target and server has a value; else None."""
@@ -408,9 +442,12 @@ class Figure:
         kind, limit = self.target
         if kind == "ref":
             rt = self.ratio(server, ref)
-            return None if rt is None else rt[0] <= limit
-        v = self.median(server)
-        return None if v is None else v <= limit
+            v = None if rt is None else rt[0]
+        else:
+            v = self.median(server)
+        if v is None:
+            return None
+        return v >= limit if self.better == "higher" else v <= limit
 
     def target_verdict(self, server, ref="reference"):
         met = self.target_met(server, ref)
@@ -442,7 +479,7 @@ class Bench:
         self.size = args.size
         self.cfg = dict(SIZES[args.size])
         if args.pairs:
-            for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs", "w8_rounds"):
+            for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs", "w7_pairs", "w8_rounds"):
                 self.cfg[k] = args.pairs
         self.only = {w.strip().upper() for w in args.only.split(",")} if args.only else None
         self.servers = [ServerSpec("ours", Path(args.ours).resolve() if args.ours
@@ -482,6 +519,7 @@ class Bench:
         self.w1_runs = {}       # server -> [(elapsed, round, rows)]
         self.w3_rows = {}       # (server, type) -> [(n, bytes)]
         self.w5_runs = []       # dicts
+        self.w7_runs = []       # dicts: memory (one per server and shape), ops (one per turn and server)
         self.w8_runs = []       # dicts, one per BGSAVE
 
     # -- helpers
@@ -622,7 +660,8 @@ class Bench:
                         jump, at_n = max(jumps)
                         lab = W3_LABEL[t]
                         add = lambda k, label, unit, better, v: self.add(
-                            f"W3.{t}.{k}", "W3", f"{lab}: {label}", unit, better, spec.name, rnd, v, paired=True)
+                            f"W3.{t}.{k}", "W3", f"{lab}: {label}", unit, better, spec.name, rnd, v, paired=True,
+                            target=W3_TARGETS.get(f"W3.{t}.{'atN' if k == f'at{n}' else k}"))
                         for m in (1000, n):
                             if m in by_n:
                                 add(f"at{m}", f"MEMORY USAGE at {m:,}", "B", "lower", by_n[m])
@@ -641,6 +680,13 @@ class Bench:
                         if t == "hash" and 1000 in by_n:
                             self.add("W3.set_vs_hash", "W3", "SET ÷ HASH, MEMORY USAGE at 1,000", "x", "lower",
                                      spec.name, rnd, set_rows[1000] / by_n[1000], paired=True)
+                        if t == "hash":   # the SET against the HASH of the same members, at every size
+                            worst, worst_n = max((set_rows[k] / b, k) for k, b in by_n.items() if k in set_rows)
+                            self.add("W3.set_over_hash", "W3", f"SET ÷ HASH, MEMORY USAGE, largest over 1…{n:,}",
+                                     "x", "lower", spec.name, rnd, worst, paired=True,
+                                     target=W3_TARGETS["W3.set_over_hash"])
+                            self.add("W3.set_over_hash_n", "W3", "… at member count", "count", "info",
+                                     spec.name, rnd, worst_n, paired=True)
         (self.out / "w3_warmup.csv").unlink(missing_ok=True)
         self.write_w3_csv()
 
@@ -742,7 +788,7 @@ class Bench:
                 for op, _ in W5_OPS for pl in W5_PIPELINES))
         for op, label in W5_OPS:
             for pl in W5_PIPELINES:
-                self.w5_check_bound(label, pl, [r for r in self.w5_runs if r["op"] == op and r["pipeline"] == pl])
+                self.check_bound("W5", label, pl, [r for r in self.w5_runs if r["op"] == op and r["pipeline"] == pl])
         write_rows(self.out / "w5_runs.csv", self.w5_runs)
 
     def w5_turn(self, srvs, op, label, pl, rnd, seed, offset):
@@ -763,9 +809,9 @@ class Bench:
                                      p999_us=q["p999_us"], cpu_us_per_op=q["cpu_us_per_op"],
                                      server_util=q["server_util"], nils=q["nils"]))
 
-    def w5_check_bound(self, label, pl, runs):
+    def check_bound(self, w, label, pl, runs):
         """Notes an operation whose servers left CPU 0 idle: their clients,
-        not they, set the pace, and the ratio says less than it seems."""
+        not they, set the pace, and the ratio says less than it seems (W5, W7)."""
         if not self.pin:
             return
         per_round = {}
@@ -773,8 +819,154 @@ class Bench:
             per_round[r["round"]] = per_round.get(r["round"], 0.0) + r["server_util"]
         busy = statistics.median(per_round.values())
         if busy < 0.9:
-            self.notes.append(f"W5 {label}, P={pl}: the servers together kept CPU 0 only {busy:.0%} busy "
+            self.notes.append(f"{w} {label}, P={pl}: the servers together kept CPU 0 only {busy:.0%} busy "
                               "(median of the rounds); the clients may have set the pace.")
+
+    # -- W7: big sets
+
+    def w7(self):
+        self.w7_memory()
+        self.w7_ops()
+        write_rows(self.out / "w7_runs.csv", self.w7_runs)
+
+    def w7_label(self, shape):
+        return f"{dict(W7_SHAPES)[shape]}: {human(self.cfg['w7_n'])} {W7_SHAPE_TEXT[shape]}"
+
+    def w7_load(self, srv, shape, key, offset=0):
+        return self.zload(srv, "sadd", key=key, shape=shape, n=self.cfg["w7_n"], offset=offset, chunk=1000,
+                          pipeline=100)
+
+    def w7_memory(self):
+        """Each shape in a fresh server of its own: used_memory before and after the load, and
+        MEMORY USAGE of the key, over the members."""
+        n = self.cfg["w7_n"]
+        for spec in self.servers:
+            for shape, _ in W7_SHAPES:
+                with self.server(spec) as srv:
+                    cl = srv.conn()
+                    # The first SADD allocates its latency histogram, the first key the keyspace's table,
+                    # the first INFO its histogram: keep them out of the used_memory delta.
+                    cl("SADD", "w7:warm-up", "x")
+                    srv.used_memory()
+                    ld = self.w7_load(srv, shape, shape)
+                    srv.settle()
+                    used = srv.used_memory()
+                    usage, card, enc = cl("MEMORY", "USAGE", shape, "SAMPLES", 0), cl("SCARD", shape), \
+                        cl("OBJECT", "ENCODING", shape)
+                    cl.close()
+                if card != n or ld["added"] != n:
+                    self.notes.append(f"W7 {shape}: {spec.name} holds {card:,} members after adding "
+                                      f"{ld['added']:,} of {n:,}.")
+                delta = (used - ld["used_memory_before"]) / n
+                tag = self.w7_label(shape)
+                add = lambda k, label, unit, better, v, target=None: self.add(
+                    f"W7.mem.{shape}.{k}", "W7", f"{tag}: {label}", unit, better, spec.name, 1, v, target=target)
+                limit = ("value", W7_MEM_TARGETS[shape])
+                add("bpm", "bytes per member (used_memory delta / members)", "B/member", "lower", delta, limit)
+                add("usage", "bytes per member (MEMORY USAGE SAMPLES 0 / members)", "B/member", "lower", usage / n,
+                    limit)
+                add("load", "SADD load (1,000 members a command)", "members/s", "higher",
+                    n / ld["elapsed_s"])
+                self.w7_runs.append(dict(part="memory", server=spec.name, round=1, shape=shape, op="", pipeline="",
+                                         conns="", members=card, encoding=enc,
+                                         used_memory_before=int(ld["used_memory_before"]), used_memory=int(used),
+                                         memory_usage=usage, load_s=round(ld["elapsed_s"], 3)))
+                log(f"  W7 {spec.name} {shape}: {card:,} members ({enc}), {delta:.2f} B/member by used_memory, "
+                    f"{usage / n:.2f} by MEMORY USAGE; loaded in {ld['elapsed_s']:.2f} s")
+
+    def w7_ops(self):
+        """As W5: each round starts all servers afresh, loads shapes a and c (and the second
+        integer set for SINTER) into each, and measures every operation in turns that run all of
+        them together, each with its own client. Whole-set operations run on W7_BULK_CONNS
+        connection, for w7_bulk_seconds: a call takes many milliseconds (a batch at P16,
+        seconds), and a batch counts for the part of it inside the window; so the clients of a
+        turn keep their servers loaded until every one has its counted batches back (--sync),
+        lest a server run its last batch alone. The server's CPU time comes from /proc (--pid):
+        an INFO would wait behind those calls."""
+        c = self.cfg
+        n = c["w7_n"]
+        for rnd in range(1, c["w7_pairs"] + 1):
+            with contextlib.ExitStack() as stack:
+                srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
+                for srv in srvs:
+                    for shape in W7_OPS_SHAPES:
+                        self.w7_load(srv, shape, shape)
+                    self.w7_load(srv, "int", W7_KEY2, offset=n // 2)   # half of it in shape a's set
+                cursors = {}
+                for srv in srvs:   # one whole SSCAN each, alone: its cursors spread the bench's scans
+                    for shape in W7_OPS_SHAPES:
+                        path = self.out / f"w7_cursors_{srv.spec.name}_{shape}.txt"
+                        r = self.zload(srv, "scan", key=shape, csv=path)
+                        cursors[srv.spec.name, shape] = path
+                        self.add(f"W7.{shape}.wholescan", "W7",
+                                 f"{self.w7_label(shape)}: one whole SSCAN COUNT 100 on one connection, alone",
+                                 "s", "lower", srv.spec.name, rnd, r["scan_s"], paired=True)
+                        if r["members"] < n:
+                            self.notes.append(f"W7 {shape}: {srv.spec.name}'s whole SSCAN returned "
+                                              f"{r['members']:,} members of {n:,}.")
+                for shape in W7_OPS_SHAPES:
+                    for op, label, bulk, shapes in W7_OPS:
+                        if shape not in shapes:
+                            continue
+                        for pi, pl in enumerate(W5_PIPELINES):
+                            self.w7_turn(srvs, shape, op, label, bulk, pl, rnd, cursors, seed=100 * rnd + pi,
+                                         offset=10 * n * pi)
+                        if op == "spop":   # every popped member is back
+                            for srv in srvs:
+                                cl = srv.conn()
+                                card = cl("SCARD", shape)
+                                cl.close()
+                                if card != n:
+                                    self.notes.append(f"W7 {shape}: {srv.spec.name} holds {card:,} members after "
+                                                      f"SPOP + SADD in round {rnd}, not {n:,}.")
+                for path in cursors.values():
+                    path.unlink(missing_ok=True)
+            got = {(r["shape"], r["op"], r["pipeline"], r["server"]): r["ops_per_sec"]
+                   for r in self.w7_runs if r["part"] == "ops" and r["round"] == rnd}
+            log(f"  W7 round {rnd}, ours/reference: " + ", ".join(
+                f"{shape}:{op}/P{pl} {got[shape, op, pl, 'ours'] / got[shape, op, pl, 'reference']:.2f}"
+                for shape in W7_OPS_SHAPES for op, _, _, shapes in W7_OPS if shape in shapes
+                for pl in W5_PIPELINES if got.get((shape, op, pl, "reference"))))
+        for shape in W7_OPS_SHAPES:
+            for op, label, _, shapes in W7_OPS:
+                if shape in shapes:
+                    for pl in W5_PIPELINES:
+                        self.check_bound("W7", f"{shape} {label}", pl,
+                                         [r for r in self.w7_runs if r["part"] == "ops" and r["shape"] == shape
+                                          and r["op"] == op and r["pipeline"] == pl])
+
+    def w7_turn(self, srvs, shape, op, label, bulk, pl, rnd, cursors, seed, offset):
+        c = self.cfg
+        opts = dict(op=op, key=shape, key2=W7_KEY2, shape=shape, n=c["w7_n"], conns=W7_BULK_CONNS if bulk else W7_CONNS,
+                    pipeline=pl, seconds=c["w7_bulk_seconds"] if bulk else c["w7_seconds"], warmup=c["w7_warmup"],
+                    seed=seed, offset=offset)
+        sync = self.out / "w7_sync"
+        shutil.rmtree(sync, ignore_errors=True)
+        sync.mkdir()
+        jobs = []
+        for srv in srvs:
+            o = dict(opts, pid=srv.proc.pid, sync=sync, parties=len(srvs))
+            if op == "sscan":
+                o["cursors"] = cursors[srv.spec.name, shape]
+            jobs.append((srv, "bench", o))
+        tag = f"{self.w7_label(shape)}: {label}, P={pl}"
+        for srv, q in zip(srvs, self.zload_many(jobs)):
+            name = srv.spec.name
+            # SSCAN: members returned per second (COUNT is a hint; calls return more or fewer)
+            v, unit = (q["elements_per_sec"], "members/s") if op == "sscan" else (q["ops_per_sec"], "ops/s")
+            target = ("ref", W7_SPEED_TARGETS.get(op, 1.0))
+            lat = q["p50_us"] > 0   # no pipeline returned inside the window (SINTER at P16): no latency
+            for k, lab, un, better, val, tg in (("ops", unit, unit, "higher", v, target),
+                                                ("p50", "p50", "us", "lower", q["p50_us"] if lat else None, None),
+                                                ("p99", "p99", "us", "lower", q["p99_us"] if lat else None, None),
+                                                ("cpu", "server CPU per op", "us/op", "lower", q["cpu_us_per_op"],
+                                                 None)):
+                self.add(f"W7.{shape}.{op}.{pl}.{k}", "W7", f"{tag}: {lab}", un, better, name, rnd, val, True, tg)
+            self.w7_runs.append(dict(part="ops", server=name, round=rnd, shape=shape, op=op, pipeline=pl,
+                                     conns=opts["conns"], ops_per_sec=v, p50_us=q["p50_us"], p99_us=q["p99_us"],
+                                     p999_us=q["p999_us"], cpu_us_per_op=q["cpu_us_per_op"],
+                                     server_util=q["server_util"], members_per_sec=q["elements_per_sec"]))
+        shutil.rmtree(sync, ignore_errors=True)
 
     # -- W8: BGSAVE under load, the memory copied by copy-on-write
 
@@ -961,7 +1153,7 @@ class Bench:
         if not self.pin:
             log("warning: fewer than 2 CPUs; server and client are not pinned")
         for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5),
-                      ("W8", self.w8)):
+                      ("W7", self.w7), ("W8", self.w8)):
             if not self.wanted(w):
                 continue
             busy = cpu_busy()
@@ -1029,8 +1221,42 @@ class Bench:
                 lines.append("| " + " | ".join(row) + " |")
         return "\n".join(lines)
 
+    def w7_table(self):
+        """W7's operations in one row per shape, operation and pipeline depth, with the target;
+        its memory figures (and the rest) in the usual table before it."""
+        extras = [s.name for s in self.servers[2:]]
+        figs = self.results.figures
+        head = ["Set", "Operation", "P", "ours", "reference", "ours/ref (min–max)", "ours is", "target"]
+        for e in extras:
+            head += [e, f"{e}/ref", f"{e}: target"]
+        head += ["p50 µs ours / ref", "p99 µs ours / ref", "CPU µs/op ours / ref"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        shown = set()
+        for shape in W7_OPS_SHAPES:
+            for op, label, _, _ in W7_OPS:
+                for pl in W5_PIPELINES:
+                    f = figs.get(f"W7.{shape}.{op}.{pl}.ops")
+                    if not f:
+                        continue
+                    row = [self.w7_label(shape), label, str(pl), f.fmt(f.median("ours")), f.fmt(f.median("reference")),
+                           fmt_ratio(f.ratio("ours")), f.verdict("ours"), f.target_verdict("ours")]
+                    for e in extras:
+                        row += [f.fmt(f.median(e)), fmt_ratio(f.ratio(e)), f.target_verdict(e)]
+                    for k in ("p50", "p99", "cpu"):
+                        g = figs.get(f"W7.{shape}.{op}.{pl}.{k}")
+                        rt = g.ratio("ours") if g else None
+                        row.append(f"{g.fmt(g.median('ours'))} / {g.fmt(g.median('reference'))}"
+                                   + (f" ({rt[0]:.2f})" if rt else "") if g else "—")
+                    lines.append("| " + " | ".join(row) + " |")
+                    shown.update(f"W7.{shape}.{op}.{pl}.{k}" for k in ("ops", "p50", "p99", "cpu"))
+        rest = [k for k, f in figs.items() if f.workload == "W7" and k not in shown]
+        parts = [self.table(keys=rest)] if rest else []
+        if len(lines) > 2:
+            parts.append("\n".join(lines))
+        return "\n\n".join(parts)
+
     def workload_table(self, w):
-        return self.w5_table() if w == "W5" else self.table(w)
+        return {"W5": self.w5_table, "W7": self.w7_table}.get(w, lambda: self.table(w))()
 
 
     def write_summary_csv(self, path):
@@ -1061,7 +1287,7 @@ class Bench:
         charts = self.charts()
         md = self.markdown(charts, docs=False)
         (self.out / "results.md").write_text(md)
-        for w in ("W1", "W2", "W3", "W4", "W5", "W8"):
+        for w in ("W1", "W2", "W3", "W4", "W5", "W7", "W8"):
             if any(f.workload == w for f in self.results.figures.values()):
                 log("\n" + self.workload_table(w))
         if self.w8_sweep_table():
@@ -1202,7 +1428,7 @@ class Bench:
             "short turns that run all of them at the same time, each with a client of its own: sharing one "
             "CPU, their throughputs compare as their CPU time per operation does. Each W5 round starts the "
             "servers afresh: where a server lies in memory moved a ratio by up to 5% from one start to the "
-            "next. "
+            "next. W7's operations are measured the same way. "
             + ("Servers are pinned to CPU 0 and the clients to CPU 1 (`taskset`). " if self.pin else "")
             + f"W1 and W4 throughput figures alternate the servers (ours, reference, ours, reference, …) for "
             f"{c['w1_pairs']} (W1) and {c['w4_pairs']} (W4) rounds, W5 {c['w5_pairs']} rounds; the table shows each "
@@ -1225,6 +1451,7 @@ class Bench:
                          ("W3", "W3 — SET vs HASH vs ZSET of 24-byte strings"),
                          ("W4", "W4 — many sorted sets of 10–200 members"),
                          ("W5", "W5 — operations on one sorted set of 1M members"),
+                         ("W7", "W7 — big sets"),
                          ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write")):
             if not any(f.workload == w for f in self.results.figures.values()):
                 continue
@@ -1254,6 +1481,7 @@ class Bench:
                  "`figures_all_runs.csv` (every round), `w1_<server>_r<round>.csv` (W1 samples of the "
                  "server's fastest round, the one the charts show), "
                  "`w3_memory_usage.csv` (MEMORY USAGE after each insert), `w4_runs.csv`, `w5_runs.csv`, "
+                 "`w7_runs.csv` (one row per set loaded for memory and per operation turn), "
                  "`w8_runs.csv` (one row per BGSAVE).")
         L.append("")
         return "\n".join(L)
@@ -1273,6 +1501,10 @@ class Bench:
                  + scaled(k["listpack"], PUBLISHED["w4_keys"]["listpack"]))
         L.append(f"- W5: {c['w5_n']:,} members; each operation for {c['w5_seconds']:g} s after "
                  f"{c['w5_warmup']:g} s warm-up, {W5_CONNS} connections")
+        L.append(f"- W7: sets of {c['w7_n']:,} members" + scaled(c["w7_n"], PUBLISHED["w7_n"])
+                 + f"; each operation for {c['w7_seconds']:g} s after {c['w7_warmup']:g} s warm-up, "
+                 f"{W7_CONNS} connections (whole-set operations {c['w7_bulk_seconds']:g} s, {W7_BULK_CONNS} "
+                 f"connection{'s' if W7_BULK_CONNS > 1 else ''}); {c['w7_pairs']} rounds")
         ka, na = c["w8_a"]
         kb, nb = c["w8_b"]
         L.append(f"- W8: a {ka:,} keys × {na} members, rdb-key-save-delay {c['w8_a_delay']} µs; b {kb:,} keys × "
@@ -1293,7 +1525,7 @@ class Bench:
         for ch in charts:
             shutil.copy2(ch, dst / ch.name)
         for name in ["summary.csv", "figures_all_runs.csv", "w3_memory_usage.csv", "w4_runs.csv",
-                     "w5_runs.csv", "w8_runs.csv"] + self.w1_best_csv():
+                     "w5_runs.csv", "w7_runs.csv", "w8_runs.csv"] + self.w1_best_csv():
             if (self.out / name).exists():
                 shutil.copy2(self.out / name, dst / name)
         (DOCS / "benchmarks.md").write_text(self.markdown(charts, docs=True))
@@ -1305,7 +1537,8 @@ HEADLINES = [
     "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
     "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
     "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
-    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
+    "W7.int.sismember.16.ops", "W7.str.sismember.16.ops", "W7.int.sintercard.1.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
     "W8.c.peak", "W8.c.peak_s",
 ]
 
@@ -1318,7 +1551,9 @@ W_TEXT = {
     "W3": "Random 24-character lowercase strings added one at a time to a SET (`SADD`), as fields of a "
           "HASH (`HSET key field 1`) and to sorted sets (`ZADD key 1 member`, and with random scores); "
           "`MEMORY USAGE key SAMPLES 0` after each insert. Published (old Redis, 1,000 entries): SET 32,920 "
-          "bytes, HASH 14,403 bytes.",
+          "bytes, HASH 14,403 bytes. The `target` column judges our SET against issue #19's targets: never "
+          "above the HASH at any size, at N members ≤ 0.6× the reference's SET, no single insert adding more "
+          "than 16 KiB.",
     "W4": "Keys `zk:{i}`, each made by one `ZADD` of 10–128 (listpack profile) or 129–200 (big profile) "
           "random 10-byte members with random integer scores; bytes per member = used_memory delta / "
           "members (includes the per-key cost). Then `ZRANGEBYSCORE zk:{random} lo lo+range/8` (about 1/8 of "
@@ -1330,6 +1565,22 @@ W_TEXT = {
           "10 and 100 members at a random start; `ZRANGEBYSCORE z lo +inf LIMIT 0 10`; churn is ZREM of a "
           "random member then ZADD of it with a new score; ZPOPMIN is followed by a ZADD of a new "
           "highest member so the set keeps its size. For the two pair operations one op = both commands.",
+    "W7": "Big sets (issue #19). Memory: one set per shape in a fresh server, built by pipelined `SADD`s of 1,000 "
+          "members: a, distinct random integers below 10^8; b, the integers 0 … N−1; c, distinct random "
+          "24-character lowercase strings; bytes per member from used_memory before and after the load and from "
+          "`MEMORY USAGE key SAMPLES 0`. Upstream (8.1.1 and 9.1.2): 42.8, 34.9 and 58.9 bytes per member at 1M. "
+          "Operations: as W5, all servers at once, started afresh and loaded with sets a and c (and a second set "
+          "of random integers, half of them in a) each round, measured together in short turns, each with its "
+          "own client, 50 connections at pipeline 1 and 16. SISMEMBER and SMISMEMBER (5 members) look up "
+          "members of which half are in the set; SREM takes a random member out and SADDs it back, SPOP's "
+          "popped member is SADDed back with the connection's next pipeline (one op = the pair); SADD adds a "
+          "member never added before (run last: the set grows). SSCAN runs many scans at once, started at "
+          "cursors spread over one whole scan, and counts members returned per second; one whole scan on one "
+          "connection alone is timed as well. SMEMBERS, SINTER and SINTERCARD (of a and the second set) run on "
+          "one connection: a call takes tens to hundreds of milliseconds, a pipeline of 16 seconds, and a "
+          "pipeline counts for the part of it inside the measured window (the clients keep every server "
+          "loaded until all have their counted pipelines back). Server CPU time from /proc; CPU per op over "
+          "whole pipelines. The `target` column judges ours against the issue's targets.",
     "W8": "The memory a fork child's RDB save copies (copy-on-write) while clients keep using the server: "
           "`rdb_last_cow_size` from INFO persistence, read once the parent has reaped the child. Each "
           "scenario loads a fresh server (`zset-max-listpack-entries 128`, every set past its listpack), runs "
@@ -1477,10 +1728,11 @@ def read_rows(path):
 
 
 def write_rows(path, rows):
+    """Rows of dicts; a column missing from a row stays empty (W7's rows are of two kinds)."""
     if not rows:
         return
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         w.writeheader()
         w.writerows(rows)
 

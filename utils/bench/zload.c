@@ -24,10 +24,24 @@
  *           --max random members of --mlen bytes with random scores.  (W4)
  *   bench   closed loop: --conns connections, each sending --pipeline
  *           operations at a time and waiting for all their replies, for
- *           --warmup then --seconds seconds. Reports ops/s, latency
+ *           --warmup then --seconds seconds. Reports ops/s (a pipeline counts
+ *           for the part of its round trip inside the window), latency
  *           percentiles of a pipeline round trip, and the server's CPU time
- *           over the measured window (INFO cpu on a separate connection).
- *                                                                    (W4, W5)
+ *           over the measured window (INFO cpu on a separate connection, or
+ *           with --pid from /proc). The set operations (sismember … spop) work
+ *           on the set --key of members 0 … n−1 of --shape (mode sadd), and
+ *           report the members their replies held (elements). With --sync
+ *           DIR --parties N the clients of one turn keep loading their
+ *           servers until each has had back the batches it sent before the
+ *           end of its window (see sync_mark).                  (W4, W5, W7)
+ *   sadd    one set --key of --n members of --shape (int: distinct random
+ *           integers below 10^8; seq: 0 … n−1; str: distinct random
+ *           24-character lowercase strings), members --offset … --offset+n−1
+ *           of the shape, in SADDs of --chunk members, --pipeline SADDs at
+ *           a time.                                                  (W7)
+ *   scan    one whole SSCAN of --key, COUNT 100, on one connection; writes
+ *           its cursors to --csv (bench --op sscan --cursors starts its scans
+ *           spread over them) and reports its time.                  (W7)
  *   zkeys   --keys keys zk:{i}, each of --n members m:{j} (j = 0 … n−1) with
  *           random integer scores, in ZADDs of --chunk members (0: the whole
  *           key in one ZADD), --pipeline ZADDs at a time.           (W8)
@@ -50,6 +64,7 @@
  *           save, the save's duration and the fork time.            (W8)
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -187,6 +202,67 @@ static void put_prefixed(buf_t *b, const char *prefix, long long v) {
     put_arg(b, tmp, pl + fmt_ll(tmp + pl, v));
 }
 
+/* ---------- set members (W7): member i of a shape, distinct for distinct i ---------- */
+
+/* The shapes of --shape: int, distinct pseudo-random integers below 10^8; seq, the
+ * integer i itself; str, distinct pseudo-random 24-character lowercase strings. */
+enum { SHAPE_INT, SHAPE_SEQ, SHAPE_STR };
+static const char *shape_names[] = {"int", "seq", "str", NULL};
+#define INT_RANGE 100000000LL
+
+/* splitmix64's finalizer: a bijection of 64-bit values. */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A pseudo-random permutation of [0, INT_RANGE): a 4-round Feistel network on
+ * 28 bits, applied again until the value falls in range (cycle walking keeps it
+ * a bijection of the range). Member i of shape int is perm_int(i), so the first n
+ * indices give n distinct random integers and any index past them a non-member. */
+static long long perm_int(uint64_t key, long long i) {
+    uint64_t x = (uint64_t)i;
+    do {
+        uint64_t l = x >> 14, r = x & 0x3fff;
+        for (uint64_t k = 0; k < 4; k++) {
+            uint64_t f = mix64(key + (k << 32) + r) & 0x3fff;
+            uint64_t t = r;
+            r = l ^ f;
+            l = t;
+        }
+        x = l << 14 | r;
+    } while (x >= (uint64_t)INT_RANGE);
+    return (long long)x;
+}
+
+/* Member i of shape str: 10 letters drawn from a generator seeded with x = mix64(i ^ key),
+ * then x itself in 14 base-26 digits (26^14 > 2^64), so distinct i give distinct strings. */
+static void member_str(uint64_t key, long long i, char *dst) {
+    uint64_t x = mix64((uint64_t)i ^ key);
+    rng_t r = {x};
+    rng_lower(&r, dst, 10);
+    for (int j = 10; j < 24; j++) dst[j] = 'a' + x % 26, x /= 26;
+}
+
+static void put_member(buf_t *b, int shape, uint64_t key, long long i) {
+    if (shape == SHAPE_STR) {
+        char m[24];
+        member_str(key, i, m);
+        put_arg(b, m, 24);
+    } else {
+        if (shape == SHAPE_INT && (i < 0 || i >= INT_RANGE)) die("member index %lld is past the int shape's range", i);
+        put_ll(b, shape == SHAPE_INT ? perm_int(key, i) : i);
+    }
+}
+
+static int shape_index(const char *name) {
+    for (int i = 0; shape_names[i]; i++)
+        if (!strcmp(name, shape_names[i])) return i;
+    die("--shape must be int, seq or str");
+    return -1;
+}
+
 /* ---------- replies: parsed by libvalkey, no objects built ---------- */
 
 typedef struct {
@@ -195,6 +271,10 @@ typedef struct {
     size_t str_cap;
     int type;       /* type of the last top-level reply */
     long long integer;
+    long long int_sum;  /* sum of the top-level integer replies */
+    long long elements; /* strings inside arrays (members of SMEMBERS, SSCAN, ...) */
+    buf_t *collect; /* when set: the first string of each reply (a bulk string reply itself, or
+                     * element 0 of an array reply) is appended here, as a 4-byte length and the bytes */
     long long errors, nils;
     char errmsg[256];
 } capture_t;
@@ -211,6 +291,16 @@ static void *on_string(const valkeyReadTask *t, char *s, size_t len) {
     if (t->type == VALKEY_REPLY_ERROR) {
         if (!c->errors) snprintf(c->errmsg, sizeof c->errmsg, "%.*s", (int)(len > 200 ? 200 : len), s);
         c->errors++;
+    }
+    int first = !t->parent || (!t->parent->parent && t->idx == 0);
+    if (c->collect && first && t->type != VALKEY_REPLY_ERROR) {
+        uint32_t n32 = (uint32_t)len;
+        buf_need(c->collect, len + 4);
+        memcpy(c->collect->p + c->collect->len, &n32, 4);
+        memcpy(c->collect->p + c->collect->len + 4, s, len);
+        c->collect->len += len + 4;
+    } else if (t->parent) {
+        c->elements++;
     }
     if (!t->parent) {
         c->type = t->type;
@@ -234,7 +324,7 @@ static void *on_array(const valkeyReadTask *t, size_t n) {
 }
 
 static void *on_integer(const valkeyReadTask *t, long long v) {
-    if (!t->parent) ((capture_t *)t->privdata)->integer = v;
+    if (!t->parent) ((capture_t *)t->privdata)->integer = v, ((capture_t *)t->privdata)->int_sum += v;
     cap_top(t, VALKEY_REPLY_INTEGER);
     return DUMMY;
 }
@@ -272,6 +362,7 @@ typedef struct {
     long long pending;   /* replies still to come for the current batch */
     double t_sent;       /* when the current batch was sent */
     int units;           /* operations in the current batch */
+    long long elem_mark; /* cap.elements when the current batch was sent */
     int want_out;        /* EPOLLOUT registered */
     int done;
 } conn_t;
@@ -411,17 +502,64 @@ static void check_errors(conn_t *c, const char *what) {
 /* ---------- options ---------- */
 
 typedef struct {
-    const char *mode, *key, *csv, *type, *order, *op, *rdb;
-    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed, chunk, limit, pid;
+    const char *mode, *key, *key2, *csv, *type, *order, *op, *rdb, *shape, *cursors, *sync;
+    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed, chunk, limit, pid, parties;
     double seconds, warmup, rate;
 } opts_t;
 
 static opts_t O = {
-    .key = NULL, .type = "set", .order = "seq", .op = "zscore",
+    .key = NULL, .key2 = "s2", .type = "set", .order = "seq", .op = "zscore", .shape = "int",
     .n = 1000000, .pipeline = 1, .sample = 0, .keys = 1000, .min = 10, .max = 128, .mlen = 0,
     .conns = 50, .offset = 0, .score_max = 1000000000LL, .seed = 1, .seconds = 3, .warmup = 0.5,
     .chunk = 0, .rate = 0, .rdb = NULL, .limit = 0, .pid = 0,
 };
+
+/* The key of the set members' generators (perm_int, member_str): fixed, so that
+ * a load and the operations that follow it name the same members. */
+#define MEMBER_KEY 0x5e7b16c0ffee19ULL
+
+/* ---------- sadd: one set, SADDs of --chunk members ---------- */
+
+static int mode_sadd(void) {
+    int shape = shape_index(O.shape);
+    if (O.n < 1 || O.pipeline < 1) die("--n and --pipeline must be at least 1");
+    long long chunk = O.chunk > 0 ? O.chunk : 1000;
+    long long cmds = (O.n + chunk - 1) / chunk;
+    conn_t c;
+    conn_open(&c);
+    info_t base = conn_info(&c);
+    const char *key = O.key ? O.key : "s";
+    long long sent = 0, replies = 0, done = 0;
+    const size_t HIGH = 64 * 1024;
+    c.cap.int_sum = 0;
+    double t0 = now_s();
+    while (done < cmds) {
+        long long end = done + O.pipeline < cmds ? done + O.pipeline : cmds;
+        long long q = done;
+        while (q < end || replies < sent) {
+            while (q < end && buf_pending(&c.out) < HIGH) {
+                long long lo = q * chunk, hi = lo + chunk < O.n ? lo + chunk : O.n;
+                put_argc(&c.out, 2 + (int)(hi - lo));
+                put_arg(&c.out, "SADD", 4);
+                put_str(&c.out, key);
+                for (long long i = lo; i < hi; i++) put_member(&c.out, shape, MEMBER_KEY, O.offset + i);
+                sent++;
+                q++;
+            }
+            conn_turn(&c, &replies);
+        }
+        done = end;
+    }
+    double elapsed = now_s() - t0;
+    check_errors(&c, "SADD");
+    long long added = c.cap.int_sum;
+    info_t fin = conn_info(&c);
+    printf("{\"members\": %lld, \"added\": %lld, \"elapsed_s\": %.6f, \"used_memory_before\": %.0f, "
+           "\"used_memory\": %.0f, \"used_memory_rss\": %.0f, \"cpu_s\": %.6f}\n",
+           O.n, added, elapsed, base.used_memory, fin.used_memory, fin.rss, fin.cpu - base.cpu);
+    conn_close(&c);
+    return 0;
+}
 
 /* ---------- zadd1: one key, one member per ZADD, streamed ---------- */
 
@@ -702,19 +840,30 @@ static double hist_percentile(double q) {
 enum {
     OP_ZSCORE, OP_ZRANK, OP_ZREVRANK, OP_ZRANGE10, OP_ZRANGE100, OP_ZRANGEBYSCORE, OP_ZADD, OP_ZINCRBY,
     OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE, OP_KEYS_ZSCORE, OP_KEYS_ZINCRBY,
+    OP_SISMEMBER, OP_SMISMEMBER, OP_SRANDMEMBER, OP_SSCAN, OP_SMEMBERS, OP_SINTER, OP_SINTERCARD, OP_SADD,
+    OP_SREM, OP_SPOP,
 };
 
 static const char *op_names[] = {
     "zscore", "zrank", "zrevrank", "zrange10", "zrange100", "zrangebyscore", "zadd", "zincrby",
-    "churn", "zpopmin", "keys-rangebyscore", "keys-zscore", "keys-zincrby", NULL,
+    "churn", "zpopmin", "keys-rangebyscore", "keys-zscore", "keys-zincrby",
+    "sismember", "smismember", "srandmember", "sscan", "smembers", "sinter", "sintercard", "sadd",
+    "srem", "spop", NULL,
 };
 
 typedef struct {
     int op;
     rng_t rng;
     const char *key;
-    long long tail; /* next refill member for zpopmin */
+    long long tail; /* next refill member for zpopmin; next new member for sadd */
+    /* set operations (W7): members of --shape; the set holds indices 0 … n−1 */
+    int shape;
+    long long stride;   /* sadd: a connection's new members are tail, tail + stride, … */
+    int slot;           /* sscan: which of the connection's scans the next SSCAN continues */
+    char (*cursor)[24]; /* sscan: each scan's cursor, --pipeline of them */
 } opgen_t;
+
+#define SMISMEMBER_N 5 /* members per SMISMEMBER */
 
 /* Appends one operation; returns the number of commands it took. */
 static int gen_op(opgen_t *g, buf_t *b) {
@@ -774,13 +923,80 @@ static int gen_op(opgen_t *g, buf_t *b) {
         if (g->op == OP_KEYS_ZINCRBY) put_str(b, "1");
         put_prefixed(b, "m:", r);
         return 1;
+    /* W7: the set --key of members 0 … n−1 of --shape; lookups draw an index below 2n, so half
+     * of them miss. */
+    case OP_SISMEMBER:
+        put_argc(b, 3), put_str(b, "SISMEMBER"), put_str(b, g->key);
+        put_member(b, g->shape, MEMBER_KEY, (long long)rng_below(&g->rng, 2 * O.n));
+        return 1;
+    case OP_SMISMEMBER:
+        put_argc(b, 2 + SMISMEMBER_N), put_str(b, "SMISMEMBER"), put_str(b, g->key);
+        for (int k = 0; k < SMISMEMBER_N; k++) put_member(b, g->shape, MEMBER_KEY, (long long)rng_below(&g->rng, 2 * O.n));
+        return 1;
+    case OP_SRANDMEMBER:
+        put_argc(b, 2), put_str(b, "SRANDMEMBER"), put_str(b, g->key);
+        return 1;
+    case OP_SSCAN: /* one step of one of the connection's scans */
+        put_argc(b, 5), put_str(b, "SSCAN"), put_str(b, g->key), put_str(b, g->cursor[g->slot++]);
+        put_str(b, "COUNT"), put_str(b, "100");
+        return 1;
+    case OP_SMEMBERS:
+        put_argc(b, 2), put_str(b, "SMEMBERS"), put_str(b, g->key);
+        return 1;
+    case OP_SINTER:
+        put_argc(b, 3), put_str(b, "SINTER"), put_str(b, g->key), put_str(b, O.key2);
+        return 1;
+    case OP_SINTERCARD:
+        put_argc(b, 4), put_str(b, "SINTERCARD"), put_str(b, "2"), put_str(b, g->key), put_str(b, O.key2);
+        return 1;
+    case OP_SADD: /* a member never added before */
+        put_argc(b, 3), put_str(b, "SADD"), put_str(b, g->key), put_member(b, g->shape, MEMBER_KEY, g->tail);
+        g->tail += g->stride;
+        return 1;
+    case OP_SREM: /* take a present member out and put it back */
+        put_argc(b, 3), put_str(b, "SREM"), put_str(b, g->key), put_member(b, g->shape, MEMBER_KEY, r);
+        put_argc(b, 3), put_str(b, "SADD"), put_str(b, g->key), put_member(b, g->shape, MEMBER_KEY, r);
+        return 2;
+    case OP_SPOP: /* the SADD that puts the member back goes out with the next batch (set_batch_start) */
+        put_argc(b, 2), put_str(b, "SPOP"), put_str(b, g->key);
+        return 1;
     }
     die("bad op");
     return 0;
 }
 
-static void issue_batch(conn_t *c, opgen_t *g, int ep) {
+/* What a batch of set operations takes from the replies of the one before (collected
+ * in c->collect): SPOP's popped members, each put back by an SADD at the head of this
+ * batch, and SSCAN's cursors (a scan that reached 0 starts again). Returns the commands
+ * it added. */
+static long long set_batch_start(conn_t *c, opgen_t *g) {
     long long cmds = 0;
+    size_t off = 0, k = 0;
+    buf_t *col = c->cap.collect;
+    if (!col) return 0;
+    while (off < col->len) {
+        uint32_t len;
+        memcpy(&len, col->p + off, 4);
+        const char *m = col->p + off + 4;
+        if (g->op == OP_SPOP) {
+            put_argc(&c->out, 3), put_str(&c->out, "SADD"), put_str(&c->out, g->key), put_arg(&c->out, m, len);
+            cmds++;
+        } else if (g->op == OP_SSCAN && k < (size_t)O.pipeline) {
+            if (len >= sizeof g->cursor[0]) die("SSCAN cursor too long");
+            memcpy(g->cursor[k], m, len);
+            g->cursor[k][len] = '\0';
+        }
+        k++;
+        off += 4 + len;
+    }
+    col->len = col->off = 0;
+    g->slot = 0;
+    return cmds;
+}
+
+static void issue_batch(conn_t *c, opgen_t *g, int ep) {
+    long long cmds = set_batch_start(c, g);
+    c->elem_mark = c->cap.elements;
     for (long long k = 0; k < O.pipeline; k++) cmds += gen_op(g, &c->out);
     c->pending = cmds;
     c->units = (int)O.pipeline;
@@ -791,6 +1007,147 @@ static void issue_batch(conn_t *c, opgen_t *g, int ep) {
         struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c};
         epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
         c->want_out = want;
+    }
+}
+
+/* ---------- scan: one whole SSCAN ---------- */
+
+/* One whole SSCAN of the set, COUNT 100, on one connection: writes every cursor it
+ * went through ("0" first) to --csv, one a line, and reports the scan's time and
+ * the members it returned. The bench's sscan starts its scans at cursors spread
+ * over this list (--cursors), so that together they run over the whole set rather
+ * than all over its first few hundred members. */
+static int mode_scan(void) {
+    if (!O.csv) die("scan needs --csv");
+    FILE *out = fopen(O.csv, "w");
+    if (!out) die("cannot write %s", O.csv);
+    conn_t c;
+    conn_open(&c);
+    buf_t col = {0};
+    char cur[24] = "0";
+    long long calls = 0;
+    c.cap.collect = &col;
+    double t0 = now_s();
+    do {
+        fprintf(out, "%s\n", cur);
+        put_argc(&c.out, 5), put_str(&c.out, "SSCAN"), put_str(&c.out, O.key ? O.key : "s"), put_str(&c.out, cur);
+        put_str(&c.out, "COUNT"), put_str(&c.out, "100");
+        conn_sync(&c, 1);
+        calls++;
+        check_errors(&c, "SSCAN");
+        uint32_t len;
+        if (col.len < 4) die("SSCAN: no cursor in the reply");
+        memcpy(&len, col.p, 4);
+        if (len >= sizeof cur) die("SSCAN cursor too long");
+        memcpy(cur, col.p + 4, len);
+        cur[len] = '\0';
+        col.len = col.off = 0;
+    } while (strcmp(cur, "0"));
+    double secs = now_s() - t0;
+    fclose(out);
+    printf("{\"calls\": %lld, \"members\": %lld, \"scan_s\": %.6f}\n", calls, c.cap.elements, secs);
+    c.cap.collect = NULL;
+    free(col.p);
+    conn_close(&c);
+    return 0;
+}
+
+/* The cursors a scan wrote (mode scan), *n of them. */
+static char (*read_cursors(const char *path, long long *n))[24] {
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot read %s", path);
+    long long cap = 1024, cnt = 0;
+    char(*cur)[24] = malloc(cap * sizeof *cur);
+    char line[64];
+    while (cur && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strlen(line) >= sizeof cur[0]) die("%s: cursor too long", path);
+        if (cnt == cap) cur = realloc(cur, (cap *= 2) * sizeof *cur);
+        if (cur) strcpy(cur[cnt++], line);
+    }
+    if (!cur) die("out of memory");
+    fclose(f);
+    if (!cnt) die("%s holds no cursor", path);
+    *n = cnt;
+    return cur;
+}
+
+/* The CPU time of process pid so far (seconds), from /proc: read at once, where an
+ * INFO would wait behind the commands the server is busy with (a pipeline of
+ * SINTERs takes seconds). The run times of its threads in nanoseconds
+ * (task/<tid>/schedstat); where the kernel keeps no schedstat, user + system
+ * time in clock ticks (10 ms steps, stat). */
+static double proc_cpu(long long pid) {
+    char path[320], buf[1024];
+    snprintf(path, sizeof path, "/proc/%lld/task", pid);
+    DIR *d = opendir(path);
+    if (!d) die("cannot read %s", path);
+    double ns = 0;
+    int threads = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/%lld/task/%s/schedstat", pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long run;
+        if (f && fscanf(f, "%llu", &run) == 1) ns += run, threads++;
+        if (f) fclose(f);
+    }
+    closedir(d);
+    if (threads) return ns * 1e-9;
+    snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot read %s", path);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* fields after the command name; utime, stime are the 12th, 13th */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        die("cannot parse %s", path);
+    return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+}
+
+/* --sync DIR --parties N: the clients of one turn (one per server, each its own
+ * process) keep their load going until all of them have had back every batch
+ * they sent before the end of their window, and each marks that by a file in
+ * DIR. Otherwise the server whose last batch returns last would run it alone,
+ * faster, and the window would count it at that pace. */
+static void sync_mark(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%ld", dir, (long)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) die("cannot write %s", path);
+    fclose(f);
+}
+
+static int sync_count(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) die("cannot read %s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+/* The server's CPU time: from /proc with --pid, else from INFO on the control connection. */
+static info_t bench_cpu(conn_t *ctl) {
+    if (!O.pid) return conn_info(ctl);
+    info_t i = {0};
+    i.cpu = proc_cpu(O.pid);
+    return i;
+}
+
+/* Every batch the window counts is back: the end of the whole-batch CPU span (--pid);
+ * with --sync, the mark, and when the other clients are back too, no more batches. */
+static void counted_back(double *cpu_last, long long *units_whole, long long units_back, int *draining,
+                         int *stopping) {
+    if (O.pid) *cpu_last = proc_cpu(O.pid), *units_whole = units_back;
+    if (*draining) {
+        sync_mark(O.sync);
+        if (sync_count(O.sync) >= O.parties) *draining = 0, *stopping = 1;
     }
 }
 
@@ -805,23 +1162,57 @@ static int mode_bench(void) {
     conn_t *cs = calloc(O.conns, sizeof *cs);
     opgen_t *gs = calloc(O.conns, sizeof *gs);
     int ep = epoll_create1(0);
+    int set_op = op >= OP_SISMEMBER, shape = set_op ? shape_index(O.shape) : 0;
+    const char *key = O.key ? O.key : set_op ? "s" : "z";
+    long long ncur = 1;
+    char(*cur)[24] = NULL;
+    if (op == OP_SSCAN) {
+        if (O.cursors) cur = read_cursors(O.cursors, &ncur);
+        else if ((cur = calloc(1, sizeof *cur))) strcpy(cur[0], "0");
+        if (!cur) die("out of memory");
+    }
     for (int i = 0; i < O.conns; i++) {
         conn_open(&cs[i]);
         gs[i].op = op;
         gs[i].rng.s = (O.seed << 20) + 977 * i + 1;
-        gs[i].key = O.key ? O.key : "z";
+        gs[i].key = key;
         /* refill members: disjoint per connection and per run (--offset) */
         gs[i].tail = O.n + O.offset + (long long)i * 1000000000LL;
+        gs[i].shape = shape;
+        if (op == OP_SADD) { /* new members: indices from 2n on (lookups' misses stay below), interleaved */
+            gs[i].tail = 2 * O.n + O.offset + i;
+            gs[i].stride = O.conns;
+        }
+        if (op == OP_SPOP || op == OP_SSCAN) {
+            cs[i].cap.collect = calloc(1, sizeof(buf_t));
+            if (!cs[i].cap.collect) die("out of memory");
+        }
+        if (op == OP_SSCAN) { /* the scans start spread evenly over one whole scan's cursors (--cursors) */
+            gs[i].cursor = calloc(O.pipeline, sizeof *gs[i].cursor);
+            if (!gs[i].cursor) die("out of memory");
+            for (long long k = 0; k < O.pipeline; k++)
+                strcpy(gs[i].cursor[k], cur[(i * O.pipeline + k) * ncur / (O.conns * O.pipeline)]);
+        }
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
         epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
     }
+    /* Phases: warm-up, measuring (m_start … m_end), draining (with --sync: the load goes on
+     * until every client's batches sent before m_end are back), stopping (no new batches). */
     double t_start = now_s();
     double m_start = t_start + O.warmup, m_end = m_start + O.seconds;
-    int measuring = 0, stopping = 0, active = (int)O.conns;
-    uint64_t ops = 0;
+    int measuring = 0, draining = 0, stopping = 0, active = (int)O.conns;
+    /* Operations in the measured window: a batch counts for the part of its round trip
+     * that lies inside the window, so a batch that straddles an edge counts in part
+     * (this matters only for operations of many milliseconds: SMEMBERS, SINTER). */
+    double ops = 0, elements = 0;
     info_t cpu0 = {0}, cpu1 = {0};
+    /* With --pid, CPU per op over whole batches: the server's CPU time from the first batch
+     * to the return of the last batch the window counts, over the operations of every batch
+     * back by then (a window shorter than one batch of SINTERs still gets it right). */
+    double cpu_first = O.pid ? proc_cpu(O.pid) : 0, cpu_last = 0;
+    long long units_back = 0, units_whole = 0, counted_out = 0;
     if (O.warmup <= 0) {
-        cpu0 = conn_info(&ctl);
+        cpu0 = bench_cpu(&ctl);
         m_start = now_s();
         m_end = m_start + O.seconds;
         measuring = 1;
@@ -830,24 +1221,31 @@ static int mode_bench(void) {
     struct epoll_event evs[256];
     double t_stop_deadline = 0;
     while (active > 0) {
-        int n = epoll_wait(ep, evs, 256, 100);
+        double next = measuring ? m_end : draining || stopping ? 0 : m_start, wait_ms = draining ? 10 : 100;
+        if (next && (next - now_s()) * 1e3 < wait_ms) wait_ms = (next - now_s()) * 1e3;
+        int n = epoll_wait(ep, evs, 256, wait_ms > 0 ? (int)ceil(wait_ms) : 0);
         if (n < 0 && errno != EINTR) die("epoll_wait: %s", strerror(errno));
         double t = now_s();
-        if (!measuring && !stopping && t >= m_start) {
-            cpu0 = conn_info(&ctl);
+        if (!measuring && !draining && !stopping && t >= m_start) {
+            cpu0 = bench_cpu(&ctl);
             m_start = now_s();
             m_end = m_start + O.seconds;
             measuring = 1;
             t = now_s();
         }
         if (measuring && t >= m_end) {
-            cpu1 = conn_info(&ctl);
+            cpu1 = bench_cpu(&ctl);
             measuring = 0;
-            stopping = 1;
-            t_stop_deadline = now_s() + 30;
+            if (O.sync) draining = 1;
+            else stopping = 1;
+            /* the batches out that the window counts (a batch back since m_end went out again after it) */
+            for (int i = 0; i < O.conns; i++) counted_out += cs[i].t_sent <= m_end;
+            if (!counted_out) counted_back(&cpu_last, &units_whole, units_back, &draining, &stopping);
+            t_stop_deadline = now_s() + 60;
             t = now_s();
         }
-        if (stopping && t > t_stop_deadline) die("replies still missing 30 s after the end");
+        if (draining && !counted_out && sync_count(O.sync) >= O.parties) draining = 0, stopping = 1;
+        if ((draining || stopping) && t > t_stop_deadline) die("replies still missing 60 s after the end");
         for (int e = 0; e < n; e++) {
             conn_t *c = evs[e].data.ptr;
             if (c->done) continue;
@@ -868,8 +1266,16 @@ static int mode_bench(void) {
                 if (measuring && t2 <= m_end) {
                     uint64_t ns = (uint64_t)((t2 - c->t_sent) * 1e9);
                     hist[hist_index(ns)] += c->units;
-                    ops += c->units;
                 }
+                double lo = c->t_sent > m_start ? c->t_sent : m_start, hi = t2 < m_end ? t2 : m_end;
+                if ((measuring || draining || stopping) && hi > lo) {
+                    double part = t2 > c->t_sent ? (hi - lo) / (t2 - c->t_sent) : 1;
+                    ops += part * c->units;
+                    elements += part * (c->cap.elements - c->elem_mark);
+                }
+                if (c->t_sent <= m_end) units_back += c->units;
+                if ((draining || stopping) && c->t_sent <= m_end && --counted_out == 0)
+                    counted_back(&cpu_last, &units_whole, units_back, &draining, &stopping);
                 if (stopping) {
                     c->done = 1;
                     active--;
@@ -879,6 +1285,11 @@ static int mode_bench(void) {
             }
         }
     }
+    if (op == OP_SPOP) /* put back what the last batches popped (not measured) */
+        for (int i = 0; i < O.conns; i++) {
+            long long n = set_batch_start(&cs[i], &gs[i]);
+            if (n) conn_sync(&cs[i], (int)n);
+        }
     long long errors = 0, nils = 0;
     const char *errmsg = "";
     for (int i = 0; i < O.conns; i++) {
@@ -888,13 +1299,21 @@ static int mode_bench(void) {
     }
     if (errors) die("%s: %lld error replies, first: %s", O.op, errors, errmsg);
     double cpu = cpu1.cpu - cpu0.cpu;
-    printf("{\"op\": \"%s\", \"conns\": %lld, \"pipeline\": %lld, \"seconds\": %.6f, \"ops\": %llu, "
+    double cpu_per_op = O.pid ? (units_whole ? (cpu_last - cpu_first) * 1e6 / units_whole : 0) : ops ? cpu * 1e6 / ops : 0;
+    printf("{\"op\": \"%s\", \"conns\": %lld, \"pipeline\": %lld, \"seconds\": %.6f, \"ops\": %.1f, "
            "\"ops_per_sec\": %.1f, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, \"cpu_s\": %.6f, "
-           "\"cpu_us_per_op\": %.4f, \"server_util\": %.3f, \"nils\": %lld}\n",
-           O.op, O.conns, O.pipeline, O.seconds, (unsigned long long)ops, ops / O.seconds,
+           "\"cpu_us_per_op\": %.4f, \"server_util\": %.3f, \"nils\": %lld, \"elements\": %lld, "
+           "\"elements_per_sec\": %.1f}\n",
+           O.op, O.conns, O.pipeline, O.seconds, ops, ops / O.seconds,
            hist_percentile(0.50) / 1e3, hist_percentile(0.99) / 1e3, hist_percentile(0.999) / 1e3, cpu,
-           ops ? cpu * 1e6 / ops : 0, cpu / O.seconds, nils);
-    for (int i = 0; i < O.conns; i++) conn_close(&cs[i]);
+           cpu_per_op, cpu / O.seconds, nils, (long long)elements, elements / O.seconds);
+    for (int i = 0; i < O.conns; i++) {
+        free(cs[i].cap.collect ? cs[i].cap.collect->p : NULL);
+        free(cs[i].cap.collect);
+        free(gs[i].cursor);
+        conn_close(&cs[i]);
+    }
+    free(cur);
     conn_close(&ctl);
     close(ep);
     free(cs);
@@ -1015,7 +1434,7 @@ static int mode_bgsave(void) {
     for (int i = 0; op_names[i]; i++)
         if (!strcmp(O.op, op_names[i])) op = i;
     if (op < 0) die("unknown --op %s", O.op);
-    if (op == OP_ZPOPMIN || op == OP_CHURN) die("--op %s is not supported by bgsave", O.op);
+    if (op == OP_ZPOPMIN || op == OP_CHURN || op >= OP_SISMEMBER) die("--op %s is not supported by bgsave", O.op);
     if (O.pipeline < 1) die("--pipeline must be at least 1");
     if (O.rate < 0) die("--rate must be 0 (closed loop) or positive");
     if (O.rdb && file_exists(O.rdb)) die("%s exists already: remove it before the run", O.rdb);
@@ -1166,11 +1585,12 @@ static int mode_bgsave(void) {
 static void usage(void) {
     fprintf(stderr,
             "usage: zload MODE [options]\n"
-            "  modes: zadd1 | w3 | zsets | zkeys | bench | bgsave   (see the comment at the top of zload.c)\n"
+            "  modes: zadd1 | w3 | zsets | zkeys | bench | bgsave | sadd | scan   (see the comment at the top of zload.c)\n"
             "  --host H --port P --key K --n N --pipeline P --sample S --csv FILE\n"
             "  --type set|hash|zset|zset-rand --order seq|rand --mlen L --score-max M --seed S\n"
             "  --keys K --min A --max B --op OP --conns C --seconds T --warmup W --offset O\n"
-            "  --chunk C --rate R --rdb FILE --limit L --pid SERVER_PID\n");
+            "  --chunk C --rate R --rdb FILE --limit L --pid SERVER_PID --shape int|seq|str --key2 K --cursors FILE\n"
+            "  --sync DIR --parties N\n");
     exit(2);
 }
 
@@ -1182,7 +1602,8 @@ int main(int argc, char **argv) {
         {"keys", 1, 0, 'K'},  {"min", 1, 0, 'a'},    {"max", 1, 0, 'b'},       {"op", 1, 0, 'O'},
         {"conns", 1, 0, 'C'}, {"seconds", 1, 0, 'T'}, {"warmup", 1, 0, 'W'},   {"offset", 1, 0, 'f'},
         {"chunk", 1, 0, 'u'}, {"rate", 1, 0, 'r'},   {"rdb", 1, 0, 'd'},       {"limit", 1, 0, 'x'},
-        {"pid", 1, 0, 'i'},
+        {"pid", 1, 0, 'i'},   {"shape", 1, 0, 'e'}, {"key2", 1, 0, 'y'},       {"cursors", 1, 0, 'g'},
+        {"sync", 1, 0, 'j'},  {"parties", 1, 0, 'q'},
         {0, 0, 0, 0},
     };
     if (argc < 2 || argv[1][0] == '-') usage();
@@ -1216,6 +1637,11 @@ int main(int argc, char **argv) {
         case 'd': O.rdb = optarg; break;
         case 'x': O.limit = atoll(optarg); break;
         case 'i': O.pid = atoll(optarg); break;
+        case 'e': O.shape = optarg; break;
+        case 'y': O.key2 = optarg; break;
+        case 'g': O.cursors = optarg; break;
+        case 'j': O.sync = optarg; break;
+        case 'q': O.parties = atoll(optarg); break;
         default: usage();
         }
     }
@@ -1225,6 +1651,8 @@ int main(int argc, char **argv) {
     if (!strcmp(O.mode, "zsets")) return mode_zsets();
     if (!strcmp(O.mode, "zkeys")) return mode_zkeys();
     if (!strcmp(O.mode, "bench")) return mode_bench();
+    if (!strcmp(O.mode, "sadd")) return mode_sadd();
+    if (!strcmp(O.mode, "scan")) return mode_scan();
     if (!strcmp(O.mode, "bgsave")) return mode_bgsave();
     usage();
     return 2;
