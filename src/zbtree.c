@@ -1315,7 +1315,19 @@ static zbtLeaf *descendKeyed(const zbt *t, double s, const unsigned char *m, siz
         const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
         for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
         __builtin_prefetch(kids(p) + p->n / 2);
-        node = descendStep(p, s, m, len);
+        /* Without branches on the comparisons, which hashes make a coin
+         * toss: a key equal to a child's minimum (members sharing a key)
+         * is the rare case that compares members. */
+        const double *mn = mins(p);
+        int base = 0, n = p->n;
+        while (n > 1) {
+            int half = n / 2, mid = base + half;
+            int before = mn[mid] < s;
+            if (__builtin_expect(mn[mid] == s, 0)) before = childAtOrBefore(p, mid, s, m, len);
+            base = before ? mid : base;
+            n -= half;
+        }
+        node = kids(p)[base];
     }
     for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)node + line);
     return node;
