@@ -1,6 +1,8 @@
 # The sorted-set engine built on its own: cmocka unit tests, the same under
-# AddressSanitizer and UndefinedBehaviorSanitizer, the libFuzzer target and
-# the engine's benchmark. Included by the top-level Makefile.
+# AddressSanitizer and UndefinedBehaviorSanitizer, the libFuzzer targets and
+# the engine's benchmark. Included by the top-level Makefile. test_zbtree
+# and fuzz_zbtree drive sorted sets; test_zbtset and fuzz_zbtset keyed
+# trees (zbtCreateKeyed: the members of big sets).
 #
 # The engine links only upstream's allocator and small helpers, compiled
 # here from the assembled tree: zmalloc.c (with the bundled jemalloc, so the
@@ -9,6 +11,7 @@
 
 ENGINE_SRC := src/zbtree.c src/zmindex.c
 ENGINE_HDR := src/zbtree.h src/zmindex.h tests/engine/zbt_diff.h
+ZBTSET_HDR := $(ENGINE_HDR) tests/engine/zbtset_diff.h
 ENGINE_HELPERS := $(TREE)/src/zmalloc.c $(TREE)/src/serverassert.c $(TREE)/src/siphash.c
 ENGINE_OUT := build/engine
 ENGINE_WARN := -Wall -W -Wno-missing-field-initializers -Wstrict-prototypes
@@ -37,6 +40,30 @@ $(ENGINE_OUT)/test_zbtree_san: tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
 		tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
+# Keyed trees (the members of big sets), built the same three ways. Their
+# differential run (a million operations, checked after each) takes about
+# 15 s in the plain build; ZBT_DIFF_OPS scales it as for test_zbtree.
+$(ENGINE_OUT)/test_zbtset: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+
+$(ENGINE_OUT)/test_zbtset_small: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(ENGINE_SMALL) $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+
+$(ENGINE_OUT)/test_zbtset_san: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g $(ENGINE_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
+		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
+
+# Finds members whose keys collide, for the table in zbtset_diff.h (run
+# by hand: see its header).
+$(ENGINE_OUT)/zbtset_collide: tests/engine/zbtset_collide.c | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 $(ENGINE_WARN) -o $@ tests/engine/zbtset_collide.c $(TREE)/src/siphash.c
+
 # The benchmark compares with upstream's listpack: it links listpack.c and
 # what listpack.c needs (util.c, sds.c, sha256.c, fpconv; since 9.0 also
 # valkey_strtod.c and monotonic.c, which util.c calls).
@@ -49,26 +76,41 @@ $(ENGINE_OUT)/bench_zbtree: tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_H
 	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) -I$(TREE)/deps/fpconv -I$(TREE)/deps/fast_float $(ENGINE_JEMALLOC) -o $@ \
 		tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_LISTPACK) $(ENGINE_JEMALLOC_LIB)
 
-$(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
+$(ENGINE_OUT)/fuzz_zbtree $(ENGINE_OUT)/fuzz_zbtset: $(ENGINE_OUT)/fuzz_%: tests/engine/fuzz_%.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
 	@utils/install-deps.sh fuzz
 	@mkdir -p $(@D)
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
+		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_$*.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
 
-.PHONY: test-engine test-engine-san test-engine-memory fuzz bench-engine
+.PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-zbtset bench-engine
 
-test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small
+test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_OUT)/test_zbtset \
+		$(ENGINE_OUT)/test_zbtset_small
 	$(ENGINE_OUT)/test_zbtree
 	ZBT_TEST_HUGE=0 $(ENGINE_OUT)/test_zbtree_small
+	$(ENGINE_OUT)/test_zbtset
+	$(ENGINE_OUT)/test_zbtset_small
 
-test-engine-san: $(ENGINE_OUT)/test_zbtree_san
+test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_zbtset_san
 	ZBT_TEST_HUGE=0 ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
+	ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtset_san
 
-# Runs the differential fuzzer for FUZZ_SECONDS from the corpus it keeps.
-fuzz: $(ENGINE_OUT)/fuzz_zbtree
+# Runs each differential fuzzer in FUZZ_TARGETS for FUZZ_SECONDS, one after
+# the other, from the corpus it keeps: sorted sets (zbtree, whose corpus is
+# build/engine/corpus) and keyed trees (zbtset). One alone:
+# `make fuzz FUZZ_TARGETS=zbtset FUZZ_SECONDS=60`, or `make fuzz-zbtset`.
+FUZZ_TARGETS ?= zbtree zbtset
+fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
+
+fuzz-zbtree: $(ENGINE_OUT)/fuzz_zbtree
 	@mkdir -p $(ENGINE_OUT)/corpus
 	$(ENGINE_OUT)/fuzz_zbtree -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
 		$(ENGINE_OUT)/corpus
+
+fuzz-zbtset: $(ENGINE_OUT)/fuzz_zbtset
+	@mkdir -p $(ENGINE_OUT)/corpus-zbtset
+	$(ENGINE_OUT)/fuzz_zbtset -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+		$(ENGINE_OUT)/corpus-zbtset
 
 bench-engine: $(ENGINE_OUT)/bench_zbtree
 	$(ENGINE_OUT)/bench_zbtree
