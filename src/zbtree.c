@@ -2008,9 +2008,12 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         if (cmpKey(score, m, len, edge.score, edge.m, edge.len) < 0) dir = -1;
     }
     if (!dir) return ZBT_ERR_ORDER;
-    uint64_t h = memberHash(m, len);
+    /* In a keyed tree, an entry past an end in (key, member) order is not
+     * in the tree (its key is its member's): no lookup, no hash for an
+     * index. */
+    uint64_t h = t->index ? memberHash(m, len) : 0;
     pos p;
-    if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
+    if (t->index && findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
 
     item it = {.score = score, .m = m, .len = len};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
