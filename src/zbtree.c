@@ -865,6 +865,73 @@ static void arenaShrink(zbt *t) {
     repointLeaf(t, slot, top);
 }
 
+/* The leaf table after ids were given back: free ids past the top are
+ * dropped from the free list first (takeId would read their slots), then
+ * the blocks, or the one block's room, that no id below nids uses. */
+static void leafTableShrink(zbt *t) {
+    uint32_t head = 0, tail = 0;
+    for (uint32_t id = t->freeid; id;) {
+        uint32_t next = (uint32_t)((uintptr_t)leafAt(t, id) >> 1);
+        if (id < t->nids) {
+            if (tail) *leafSlot(t, tail) = (zbtLeaf *)(((uintptr_t)id << 1) | 1);
+            else head = id;
+            tail = id;
+        }
+        id = next;
+    }
+    if (tail) *leafSlot(t, tail) = (zbtLeaf *)1; /* the end of the list */
+    t->freeid = head;
+    uint32_t n = tableBlocks(t);
+    if (n) {
+        zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
+        uint32_t need = (t->nids + LEAF_TABLE_BLOCK - 1) / LEAF_TABLE_BLOCK;
+        if (need < 1) need = 1;
+        while (n > need) {
+            n--;
+            t->bytes -= zmalloc_size(dir[1 + n]);
+            zfree(dir[1 + n]);
+        }
+        t->idcap = n * LEAF_TABLE_BLOCK;
+        if (n == 1) {
+            /* One block again: it becomes the table, slot 0 the arena. */
+            zbtLeaf **block = dir[1];
+            block[0] = (zbtLeaf *)dir[0];
+            t->bytes -= zmalloc_size(dir);
+            zfree(dir);
+            t->leaves = block;
+        }
+        return;
+    }
+    if (t->idcap > 2 * t->nids + 16) {
+        size_t usable, old = zmalloc_size(t->leaves);
+        uint32_t cap = t->nids + t->nids / 2 + 8;
+        t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * cap, &usable);
+        t->bytes += usable - old;
+        t->idcap = cap;
+    }
+}
+
+/* A keyed tree's top id into a free one below: only the table and the
+ * leaf's own id change (no index points at ids, no arena places leaves). */
+static void keyedShrink(zbt *t) {
+    uint32_t top = t->nids - 1;
+    zbtLeaf *l = leafAt(t, top);
+    t->nids--;
+    if ((uintptr_t)l & 1) {
+        t->nfree--;
+        return;
+    }
+    uint32_t id = takeId(t);
+    l->id = id;
+    *leafSlot(t, id) = l;
+    *leafSlot(t, top) = NULL;
+}
+
+static void tendKeyed(zbt *t) {
+    while (t->nfree > (t->nids - 1 - t->nfree) / 32 + ARENA_SLACK) keyedShrink(t);
+    leafTableShrink(t);
+}
+
 static void tendSlow(zbt *t) {
     leafArena *a = arenaOf(t);
     uint32_t live = t->nids - 1 - t->nfree;
@@ -884,8 +951,12 @@ static void tendSlow(zbt *t) {
  * the arena's free ids few. */
 static inline void tend(zbt *t) {
     /* A keyed tree finds no leaf by id (it has no index to ask for one):
-     * its leaves stay sized to what they hold. */
-    if (!t->index) return;
+     * its leaves stay sized to what they hold, and only its ids are kept
+     * few, so that its table shrinks with it. */
+    if (!t->index) {
+        if (t->nfree > (t->nids - 1 - t->nfree) / 32 + ARENA_SLACK) tendKeyed(t);
+        return;
+    }
     uint32_t live = t->nids - 1 - t->nfree;
     if (arenaOf(t) ? live < ZBT_ARENA_OFF || t->nfree > live / 32 + ARENA_SLACK : live >= ZBT_ARENA_ON)
         tendSlow(t);
@@ -2582,6 +2653,22 @@ uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void
 /* --- Dismissing --- */
 
 void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
+    /* Members stored out of line, when they are big on average (upstream
+     * walks a set's members on the same condition); read before the arena's
+     * chunks, which hold the pointers, are handed back. */
+    if (t->length && t->bytes / t->length >= min) {
+        for (zbtLeaf *l = t->head; l; l = l->next) {
+            size_t off = 0;
+            double prev = 0.0;
+            for (int i = 0; i < l->count; i++) {
+                item it;
+                decode(l->data + off, prev, &it);
+                if (it.ool && zmalloc_size(it.ool) >= min) fn(it.ool, zmalloc_size(it.ool));
+                prev = it.score;
+                off += it.size;
+            }
+        }
+    }
     leafArena *a = arenaOf(t);
     if (a) {
         size_t chunk = (size_t)ARENA_CHUNK_LEAVES * ZBT_LEAF_BYTES;
