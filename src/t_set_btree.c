@@ -33,25 +33,8 @@
  */
 
 #include "server.h"
-#include "vector.h"
-#include "mt19937-64.h"
 
-/* Members this long or shorter are copied before a delete that may take
- * them from the set's own leaves. */
-#define SET_BTREE_COPY_MAX ZBT_MAX_INLINE
-
-/* The order of a keyed tree: by key, then by the members' bytes. */
-static int setKeyCompare(double akey, const unsigned char *a, size_t alen, double bkey, const unsigned char *b,
-                         size_t blen) {
-    if (akey != bkey) return akey < bkey ? -1 : 1;
-    size_t min = alen < blen ? alen : blen;
-    int cmp = min ? memcmp(a, b, min) : 0;
-    if (cmp) return cmp;
-    return alen < blen ? -1 : (alen > blen);
-}
-
-robj *createSetBtreeObject(size_t expected) {
-    UNUSED(expected);
+robj *createSetBtreeObject(void) {
     robj *o = createObject(OBJ_SET, zbtCreateKeyed());
     o->encoding = OBJ_ENCODING_BTREE;
     return o;
@@ -62,14 +45,9 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
     return zbtInsert(objectGetVal(set), 0.0, (const unsigned char *)m, len) == ZBT_OK;
 }
 
+/* The member may come from this set's own leaves (SPOP's iterations): the
+ * engine reads it before the entry goes. */
 int setBtreeRemove(robj *set, const char *m, size_t len) {
-    /* The member may come from this set's own leaves (SPOP's iterations):
-     * read it from a copy, as the delete moves the leaf's bytes. */
-    char buf[SET_BTREE_COPY_MAX];
-    if (len <= sizeof(buf)) {
-        memcpy(buf, m, len);
-        m = buf;
-    }
     return zbtDelete(objectGetVal(set), (const unsigned char *)m, len, NULL);
 }
 
@@ -85,11 +63,10 @@ unsigned long setBtreeSize(const robj *set) {
 /* A uniformly random member, read where it lies (valid until the next
  * write to the set). */
 void setBtreeRandom(robj *set, char **str, size_t *len) {
-    zbt *t = objectGetVal(set);
-    zbtCursor cur;
-    serverAssert(zbtAtRank(t, genrand64_int64() % zbtLength(t), &cur));
-    *str = (char *)cur.member;
-    *len = cur.len;
+    listpackEntry e;
+    zsetBtreeRandomEntry(objectGetVal(set), &e, NULL);
+    *str = (char *)e.sval;
+    *len = e.slen;
 }
 
 /* Iteration: a cursor of the engine, allocated for the iterator's life. */
@@ -130,12 +107,11 @@ static const unsigned char *setMemberBytes(const setMember *e) {
 
 static int setMemberCompare(const void *a, const void *b) {
     const setMember *x = a, *y = b;
-    return setKeyCompare(x->key, setMemberBytes(x), x->len, y->key, setMemberBytes(y), y->len);
+    return zbtCompare(x->key, setMemberBytes(x), x->len, y->key, setMemberBytes(y), y->len);
 }
 
 /* Returns NULL when a member repeats (a listpack loaded unchecked). */
-zbt *setBtreeFromSmall(robj *setobj, size_t cap) {
-    UNUSED(cap);
+zbt *setBtreeFromSmall(robj *setobj) {
     unsigned long n = setTypeSize(setobj);
     zbt *t = zbtCreateKeyed();
     if (n == 0) return t;
@@ -174,7 +150,7 @@ zbt *setBtreeFromSmall(robj *setobj, size_t cap) {
  * limits, into a tree: C_ERR, with the set unchanged, when a member
  * repeats (a payload loaded without deep sanitization). */
 int setBtreeConvertLoaded(robj *o) {
-    zbt *t = setBtreeFromSmall(o, setTypeSize(o));
+    zbt *t = setBtreeFromSmall(o);
     if (!t) return C_ERR;
     freeSetObject(o);
     o->encoding = OBJ_ENCODING_BTREE;
@@ -196,19 +172,13 @@ void setBtreeLoadDone(robj *set) {
     zbtAppendDone(objectGetVal(set));
 }
 
-/* SSCAN: members in key order from the cursor's key on; the cursor stays
- * valid while the set grows and shrinks. */
-unsigned long long setBtreeScan(robj *set, unsigned long long cursor, long count, sds pattern, vector *out) {
-    return zsetBtreeScan(objectGetVal(set), cursor, count, pattern, 1, out);
-}
-
 /* SINTER and its kin when every set is a tree: the members of all of them
  * in key order, walked together. The smallest set leads; each member of it
  * seeks its place in the others (a few steps when it is near, a descent
  * when it is far), so that sets that overlap little are not read whole.
  * Calls fn for each member in all sets, until fn returns 0. */
 static int cursorCompare(const zbtCursor *c, double key, const unsigned char *m, size_t len) {
-    return setKeyCompare(c->score, c->member, c->len, key, m, len);
+    return zbtCompare(c->score, c->member, c->len, key, m, len);
 }
 
 /* Moves c to the first member at or after (key, m): a few steps when it is
@@ -248,19 +218,4 @@ void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privda
     }
 done:
     zfree(cur);
-}
-
-/* COPY of a big set: appended in order, leaves filled whole. */
-zbt *setBtreeDup(zbt *t) {
-    zbt *copy = zbtCreateKeyed();
-    zbtCursor *cur = zmalloc(sizeof(*cur));
-    for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
-        serverAssert(zbtAppend(copy, 0.0, cur->member, cur->len) == ZBT_OK);
-    zfree(cur);
-    zbtAppendDone(copy);
-    return copy;
-}
-
-void setBtreeDismiss(robj *o, size_t size_hint) {
-    zsetBtreeDismiss(o, size_hint);
 }

@@ -120,8 +120,10 @@ int zsetConvertFromLoadedListpack(robj *o) {
     return C_OK;
 }
 
+/* COPY: appended in order, leaves filled whole; a keyed tree (a big set)
+ * into a keyed tree. */
 zbt *zsetBtreeDup(zbt *t) {
-    zbt *copy = zbtCreate(zbtLength(t));
+    zbt *copy = zbtIsKeyed(t) ? zbtCreateKeyed() : zbtCreate(zbtLength(t));
     zbtCursor *cur = zmalloc(sizeof(*cur));
     for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
         serverAssert(zsetBtreeAdd(copy, cur->score, cur->member, cur->len) == ZBT_OK);

@@ -437,6 +437,10 @@ static inline int cmpKey(double s1, const unsigned char *m1, size_t l1, double s
     return cmpMember(m1, l1, m2, l2);
 }
 
+int zbtCompare(double s1, const unsigned char *m1, size_t l1, double s2, const unsigned char *m2, size_t l2) {
+    return cmpKey(s1, m1, l1, s2, m2, l2);
+}
+
 /* --- Allocation --- */
 
 static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l);
@@ -846,22 +850,37 @@ static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
     }
 }
 
-/* Takes the top id out of the arena: a free one is just dropped, a live
- * leaf moves into a free id below. */
-static void arenaShrink(zbt *t) {
+/* More free ids than a tree keeps: 1/32 of its leaves, and some. */
+static inline int idsToGiveBack(const zbt *t) {
+    uint32_t live = t->nids - 1 - t->nfree;
+    return t->nfree > live / 32 + ARENA_SLACK;
+}
+
+/* Takes the top id out: a free one is just dropped (NULL); a live leaf is
+ * returned with the free id below it is to take, *id, and its old slot
+ * emptied. */
+static zbtLeaf *dropTopId(zbt *t, uint32_t *id) {
     uint32_t top = t->nids - 1;
     zbtLeaf *l = leafAt(t, top);
     t->nids--; /* takeId hands out ids below it; a free top stays listed past it */
     if ((uintptr_t)l & 1) {
         t->nfree--;
-        return;
+        return NULL;
     }
-    uint32_t id = takeId(t);
+    *id = takeId(t);
+    *leafSlot(t, top) = NULL;
+    return l;
+}
+
+/* An arena's top id: its leaf moves into the slot of a free id below. */
+static void arenaShrink(zbt *t) {
+    uint32_t top = t->nids - 1, id;
+    zbtLeaf *l = dropTopId(t, &id);
+    if (!l) return;
     zbtLeaf *slot = arenaSlot(arenaOf(t), id);
     leafCopy(t, l, slot, ZBT_LEAF_BYTES);
     slot->id = id;
     *leafSlot(t, id) = slot;
-    *leafSlot(t, top) = NULL;
     repointLeaf(t, slot, top);
 }
 
@@ -914,21 +933,15 @@ static void leafTableShrink(zbt *t) {
 /* A keyed tree's top id into a free one below: only the table and the
  * leaf's own id change (no index points at ids, no arena places leaves). */
 static void keyedShrink(zbt *t) {
-    uint32_t top = t->nids - 1;
-    zbtLeaf *l = leafAt(t, top);
-    t->nids--;
-    if ((uintptr_t)l & 1) {
-        t->nfree--;
-        return;
-    }
-    uint32_t id = takeId(t);
+    uint32_t id;
+    zbtLeaf *l = dropTopId(t, &id);
+    if (!l) return;
     l->id = id;
     *leafSlot(t, id) = l;
-    *leafSlot(t, top) = NULL;
 }
 
 static void tendKeyed(zbt *t) {
-    while (t->nfree > (t->nids - 1 - t->nfree) / 32 + ARENA_SLACK) keyedShrink(t);
+    while (idsToGiveBack(t)) keyedShrink(t);
     leafTableShrink(t);
 }
 
@@ -943,7 +956,7 @@ static void tendSlow(zbt *t) {
         arenaOff(t);
         return;
     }
-    while (t->nfree > live / 32 + ARENA_SLACK) arenaShrink(t);
+    while (idsToGiveBack(t)) arenaShrink(t);
     arenaTrim(t, a, chunksFor(t->nids));
 }
 
@@ -954,11 +967,11 @@ static inline void tend(zbt *t) {
      * its leaves stay sized to what they hold, and only its ids are kept
      * few, so that its table shrinks with it. */
     if (!t->index) {
-        if (t->nfree > (t->nids - 1 - t->nfree) / 32 + ARENA_SLACK) tendKeyed(t);
+        if (idsToGiveBack(t)) tendKeyed(t);
         return;
     }
     uint32_t live = t->nids - 1 - t->nfree;
-    if (arenaOf(t) ? live < ZBT_ARENA_OFF || t->nfree > live / 32 + ARENA_SLACK : live >= ZBT_ARENA_ON)
+    if (arenaOf(t) ? live < ZBT_ARENA_OFF || idsToGiveBack(t) : live >= ZBT_ARENA_ON)
         tendSlow(t);
 }
 
@@ -2543,22 +2556,17 @@ static int cmpU64(const void *a, const void *b) {
 /* A keyed tree is in the order of its members' keys: the cursor is the key
  * to go on from, and a batch ends with all the members of its last key. */
 static unsigned long long scanKeyed(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
-    zbtCursor *c = zmalloc(sizeof(*c));
-    unsigned long long next = 0;
-    int more = zbtSeek(t, (double)cursor, (const unsigned char *)"", 0, c);
+    zbtCursor c; /* steps forward only: its backward tables stay unused */
+    int more = zbtSeek(t, (double)cursor, (const unsigned char *)"", 0, &c);
     size_t n = 0;
     while (more) {
-        double key = c->score;
-        fn(privdata, c->member, c->len, key);
+        double key = c.score;
+        fn(privdata, c.member, c.len, key);
         n++;
-        more = zbtNext(c);
-        if (more && n >= count && c->score != key) {
-            next = (unsigned long long)c->score;
-            break;
-        }
+        more = zbtNext(&c);
+        if (more && n >= count && c.score != key) return (unsigned long long)c.score;
     }
-    zfree(c);
-    return next;
+    return 0;
 }
 
 unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {

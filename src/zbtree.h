@@ -110,6 +110,8 @@ typedef struct zbtMiss {
 
 int zbtScoreOrMiss(zbt *t, const unsigned char *m, size_t len, double *score, zbtMiss *miss);
 int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss);
+/* The member may lie in the tree itself (a cursor's): it is read only
+ * before the entry goes. */
 int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score);
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank);
@@ -123,6 +125,8 @@ int zbtAtRank(zbt *t, unsigned long rank, zbtCursor *c);
 unsigned long zbtCursorRank(const zbtCursor *c);
 /* The first entry at or after (score, member); 0 when there is none. */
 int zbtSeek(zbt *t, double score, const unsigned char *m, size_t len, zbtCursor *c);
+/* The tree's order of entries: by score, then by the members' bytes. */
+int zbtCompare(double s1, const unsigned char *m1, size_t l1, double s2, const unsigned char *m2, size_t l2);
 /* Changes with every write that may move an entry (and with defrag): a
  * cursor taken at one version is valid while the version stays. */
 uint64_t zbtVersion(zbt *t);

@@ -33,3 +33,19 @@ proc fork_server {kind options code} {
         set ::other_server_path $saved
     }
 }
+
+# A dataset as a list of commands (`eval` of a fill script or a plain
+# command), as fork-compat and fork-setcompat build theirs: the keys it
+# writes, in order, and its load into server `level` (as `r` takes it).
+proc fork_cmd_keys {cmds} {
+    set keys {}
+    foreach cmd $cmds {
+        set k [expr {[lindex $cmd 0] eq "eval" ? [lindex $cmd 3] : [lindex $cmd 1]}]
+        if {$k ni $keys} { lappend keys $k }
+    }
+    return $keys
+}
+
+proc fork_load_cmds {level cmds} {
+    foreach cmd $cmds { r $level {*}$cmd }
+}

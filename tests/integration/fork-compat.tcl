@@ -93,19 +93,6 @@ proc compat_dataset {} {
     return $cmds
 }
 
-proc compat_keys {cmds} {
-    set keys {}
-    foreach cmd $cmds {
-        set k [expr {[lindex $cmd 0] eq "eval" ? [lindex $cmd 3] : [lindex $cmd 1]}]
-        if {$k ni $keys} { lappend keys $k }
-    }
-    return $keys
-}
-
-proc compat_load {level cmds} {
-    foreach cmd $cmds { r $level {*}$cmd }
-}
-
 # DEBUG DIGEST-VALUE does not see the order of a sorted set (it adds up
 # its members' digests), so this script hashes what ZRANGE 0 -1 WITHSCORES
 # returns, in order, read in chunks: members, order and scores as a client
@@ -172,7 +159,7 @@ proc compat_random_write {level keys} {
 }
 
 set ::compat_cmds [compat_dataset]
-set ::compat_keys [compat_keys $::compat_cmds]
+set ::compat_keys [fork_cmd_keys $::compat_cmds]
 
 tags {"fork" "compat" "external:skip" "needs:debug"} {
 
@@ -181,8 +168,8 @@ fork_server reference {} {
         test {Same commands give the same sorted sets on both servers} {
             assert_equal $::fork_ref_server [s -1 executable]
             assert_equal [file normalize src/valkey-server] [s executable]
-            compat_load -1 $::compat_cmds
-            compat_load 0 $::compat_cmds
+            fork_load_cmds -1 $::compat_cmds
+            fork_load_cmds 0 $::compat_cmds
             # The shapes are what their names say, on the reference.
             foreach k $::compat_keys {
                 set enc [expr {[string match *:lp:* $k] || $k eq "geo:small" ? "listpack" : "skiplist"}]
@@ -275,7 +262,7 @@ fork_server reference {} {
 # disk, the other diskless, into a replica that loads from the socket.
 foreach {primary replica diskless} {reference fork no  fork reference yes} {
     fork_server $primary {} {
-        compat_load 0 $::compat_cmds
+        fork_load_cmds 0 $::compat_cmds
         r config set repl-diskless-sync $diskless
         # A delay per key saved: the sync takes about two seconds.
         r config set rdb-key-save-delay 100000

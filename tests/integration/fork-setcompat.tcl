@@ -108,19 +108,6 @@ proc sc_dataset {n} {
     return $cmds
 }
 
-proc sc_keys {cmds} {
-    set keys {}
-    foreach cmd $cmds {
-        set k [expr {[lindex $cmd 0] eq "eval" ? [lindex $cmd 3] : [lindex $cmd 1]}]
-        if {$k ni $keys} { lappend keys $k }
-    }
-    return $keys
-}
-
-proc sc_load {level cmds} {
-    foreach cmd $cmds { r $level {*}$cmd }
-}
-
 # The test client writes a command in chunks of its channel's buffer (4 KB):
 # a big SADD or RESTORE then waits on TCP's delayed ACK. One buffer holds
 # a whole command.
@@ -138,19 +125,6 @@ proc sc_wait_loaded {level} {
     }
 }
 
-# A set's members in sorted order, hashed on the server: big sets are too
-# slow to move to the test client whole. Only for sets whose members are
-# printable (Lua sorts through strcoll).
-set ::sc_sorted_lua {
-    local m = redis.call('smembers', KEYS[1])
-    table.sort(m)
-    local h = ''
-    for i = 1, #m, 10000 do
-        h = redis.sha1hex(h .. table.concat(m, '\n', i, math.min(i + 9999, #m)))
-    end
-    return h
-}
-
 # Asserts that key `ka` at level `a` and key `kb` at level `b` hold the
 # same set (or are both gone): TYPE, DEBUG DIGEST-VALUE, SCARD and the
 # sorted members.
@@ -164,7 +138,7 @@ proc sc_assert_same_key {a ka b kb} {
     set card [r $a scard $ka]
     assert_equal $card [r $b scard $kb] "SCARD of $ka / $kb"
     if {$card > 20000} {
-        assert_equal [r $a eval $::sc_sorted_lua 1 $ka] [r $b eval $::sc_sorted_lua 1 $kb] \
+        assert_equal [r $a eval $::fork_sorted_members_lua 1 $ka] [r $b eval $::fork_sorted_members_lua 1 $kb] \
             "sorted SMEMBERS of $ka / $kb"
         return
     }
@@ -234,7 +208,7 @@ proc sc_random_write {level} {
 }
 
 set ::sc_cmds [sc_dataset $::sc_big]
-set ::sc_keys [sc_keys $::sc_cmds]
+set ::sc_keys [fork_cmd_keys $::sc_cmds]
 set ::sc_bigkeys {set:int:rand set:int:seq set:str:rand set:mixed}
 
 tags {"fork" "compat" "setcompat" "external:skip" "needs:debug"} {
@@ -246,8 +220,8 @@ fork_server reference {} {
             assert_equal [file normalize src/valkey-server] [s executable]
             sc_fast_client -1
             sc_fast_client 0
-            sc_load -1 $::sc_cmds
-            sc_load 0 $::sc_cmds
+            fork_load_cmds -1 $::sc_cmds
+            fork_load_cmds 0 $::sc_cmds
             foreach k {set:int:rand set:int:seq set:str:rand} {
                 assert_equal $::sc_big [r scard $k] "SCARD of $k"
             }
@@ -320,7 +294,7 @@ fork_server reference {} {
 foreach {primary replica diskless} {reference fork no  fork reference yes} {
     fork_server $primary {} {
         sc_fast_client 0
-        sc_load 0 $::sc_cmds
+        fork_load_cmds 0 $::sc_cmds
         r config set repl-diskless-sync $diskless
         # A delay per key saved: the sync takes about two seconds more.
         r config set rdb-key-save-delay 150000

@@ -84,18 +84,6 @@ proc fs_fast_client {} {
     fconfigure [r channel] -buffersize 1048576
 }
 
-# A set's members in sorted order, hashed on the server (moving 100,000
-# members to the test client takes seconds). For members without NUL.
-set ::fs_sorted_lua {
-    local m = redis.call('smembers', KEYS[1])
-    table.sort(m)
-    local h = ''
-    for i = 1, #m, 10000 do
-        h = redis.sha1hex(h .. table.concat(m, '\n', i, math.min(i + 9999, #m)))
-    end
-    return h
-}
-
 # Asserts that `key` holds exactly the members of the list `members`.
 proc fs_assert_members {key members} {
     set want [lsort -unique $members]
@@ -988,7 +976,7 @@ start_server {
         # The members, sorted: hashed on the server, but for the binary set.
         proc fs_members_of {key} {
             if {[string match *bin $key]} { return [lsort [r smembers $key]] }
-            list [r scard $key] [r eval $::fs_sorted_lua 1 $key]
+            list [r scard $key] [r eval $::fork_sorted_members_lua 1 $key]
         }
         foreach k $keys {
             fs_assert_big $k
