@@ -5,10 +5,23 @@
  * Sets past their intset or listpack, as the server sees them.
  *
  * A big set is an robj of type OBJ_SET, encoding OBJ_ENCODING_BTREE, whose
- * value is a keyed tree of the sorted-set engine (zbtree.c): every entry's
- * score is its member's key, the top 24 bits of the member's seeded hash.
+ * value is one of two forms, told apart by the value's first word
+ * (ibsIsSet):
  *
- *   robj { type OBJ_SET, encoding OBJ_ENCODING_BTREE, ptr } --> zbt (keyed)
+ *   robj { OBJ_SET, OBJ_ENCODING_BTREE, ptr } --> ibset       every member an integer
+ *                                          \--> zbt (keyed)   any other set
+ *
+ * The integer form (ibset.c) keeps the members as sorted 64-bit integers in
+ * blocks of offsets or bitmaps: a run of consecutive integers costs a bit a
+ * member, a million random integers below 10^8 about two bytes. A big set
+ * starts in it (an intset past its limit, a set created big with integers
+ * only) and moves to a keyed tree, for good, when a member that is no
+ * integer arrives. "Integer" is what an intset takes: a string that
+ * string2ll parses, so the member's bytes are the integer's decimal form.
+ *
+ * The keyed tree is a tree of the sorted-set engine (zbtree.c) whose
+ * entries' scores are their members' keys, the top 24 bits of the member's
+ * seeded hash:
  *
  *   leaf entry: [header][key delta: 0-4 bytes][member, inline up to 64]
  *
@@ -19,81 +32,154 @@
  * index (8 bytes a member and more in a sorted set). Otherwise a set gets
  * what a big sorted set has: members packed in 512-byte leaves, growth a
  * leaf at a time (never a doubling), ranks for uniform random members,
- * defrag in steps, dismiss in a fork child. SSCAN's cursor is the key to go
- * on from, so that SCAN's guarantee holds through growth and shrinking.
- * Every keyed tree in the server is in the same order, so an intersection
- * of big sets walks them side by side instead of probing one per member.
+ * defrag in steps, dismiss in a fork child.
+ *
+ * Both forms give SSCAN a cursor that is a place in their order (a key
+ * below 2^24 for a keyed tree; 2^62 and the integer to go on from, a
+ * quarter of it, for the integer form), so that SCAN's guarantee holds through growth and
+ * shrinking; a cursor of the integer form given to a keyed tree (the set
+ * changed form mid-scan) starts it again. Every set of one form is in the
+ * same order, so an intersection of big sets of one form walks them side
+ * by side instead of probing one per member.
  *
  * Upstream's hashtable encoding stays for the temporary sets of SUNION and
  * SDIFF replies (they live for one command and are probed member by member);
  * every set that is stored goes from intset or listpack to this encoding.
  *
  * What lives here is what t_set.c and its neighbours need around the
- * engine's API; t_set.c calls these where upstream touched the hashtable.
+ * engines' APIs; t_set.c calls these where upstream touched the hashtable.
  */
 
 #include "server.h"
+#include "mt19937-64.h"
 
+static inline int isIntegers(const robj *set) {
+    return ibsIsSet(objectGetVal(set));
+}
+
+int setBtreeIsIntegers(const robj *set) {
+    return isIntegers(set);
+}
+
+/* A big set starts in the integer form; its first member that is no
+ * integer moves it to a keyed tree (setBtreeAdd). */
 robj *createSetBtreeObject(void) {
-    robj *o = createObject(OBJ_SET, zbtCreateKeyed());
+    robj *o = createObject(OBJ_SET, ibsCreate());
     o->encoding = OBJ_ENCODING_BTREE;
     return o;
 }
 
+void setBtreeFree(void *v) {
+    if (ibsIsSet(v))
+        ibsFree(v);
+    else
+        zbtFree(v);
+}
+
+size_t setBtreeAllocSize(const void *v) {
+    return ibsIsSet(v) ? ibsAllocSize(v) : zbtAllocSize(v);
+}
+
+/* The integer form to a keyed tree, for good. */
+static zbt *keyedFromSet(robj *setobj);
+
+static void moveToKeyed(robj *set) {
+    zbt *t = keyedFromSet(set);
+    serverAssert(t); /* a set has no repeats */
+    ibsFree(objectGetVal(set));
+    objectSetVal(set, t);
+}
+
 /* Returns 1 if the member was added, 0 if it was there. */
 int setBtreeAdd(robj *set, const char *m, size_t len) {
+    if (isIntegers(set)) {
+        long long v;
+        if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
+        moveToKeyed(set);
+    }
     return zbtInsert(objectGetVal(set), 0.0, (const unsigned char *)m, len) == ZBT_OK;
 }
 
 /* The member may come from this set's own leaves (SPOP's iterations): the
  * engine reads it before the entry goes. */
 int setBtreeRemove(robj *set, const char *m, size_t len) {
+    if (isIntegers(set)) {
+        long long v;
+        return string2ll(m, len, &v) && ibsDelete(objectGetVal(set), v);
+    }
     return zbtDelete(objectGetVal(set), (const unsigned char *)m, len, NULL);
 }
 
 int setBtreeIsMember(robj *set, const char *m, size_t len) {
+    if (isIntegers(set)) {
+        long long v;
+        return string2ll(m, len, &v) && ibsContains(objectGetVal(set), v);
+    }
     double score;
     return zbtScore(objectGetVal(set), (const unsigned char *)m, len, &score);
 }
 
 unsigned long setBtreeSize(const robj *set) {
-    return zbtLength(objectGetVal(set));
+    return isIntegers(set) ? ibsLength(objectGetVal(set)) : zbtLength(objectGetVal(set));
 }
 
-/* A uniformly random member, read where it lies (valid until the next
- * write to the set). */
-void setBtreeRandom(robj *set, char **str, size_t *len) {
+/* A uniformly random member: an integer (*str NULL), or a member read where
+ * it lies (valid until the next write to the set). */
+void setBtreeRandom(robj *set, char **str, size_t *len, int64_t *llele) {
+    if (isIntegers(set)) {
+        ibset *s = objectGetVal(set);
+        *str = NULL;
+        *llele = ibsAtRank(s, genrand64_int64() % ibsLength(s));
+        return;
+    }
     listpackEntry e;
     zsetBtreeRandomEntry(objectGetVal(set), &e, NULL);
     *str = (char *)e.sval;
     *len = e.slen;
 }
 
-/* Iteration: a cursor of the engine, allocated for the iterator's life. */
+/* Iteration: a cursor of either engine, allocated for the iterator's life
+ * on its first step. */
 void setBtreeIterInit(setTypeIterator *si) {
-    si->zbt_cursor = NULL;
+    si->btree_iter = NULL;
 }
 
-int setBtreeIterNext(setTypeIterator *si, char **str, size_t *len) {
+/* Integers come back in *llele with *str NULL, as from an intset. */
+int setBtreeIterNext(setTypeIterator *si, char **str, size_t *len, int64_t *llele) {
     int more;
-    if (!si->zbt_cursor) {
-        si->zbt_cursor = zmalloc(sizeof(zbtCursor));
-        more = zbtFirst(objectGetVal(si->subject), si->zbt_cursor);
+    if (isIntegers(si->subject)) {
+        ibsCursor *c = si->btree_iter;
+        if (!c) {
+            c = si->btree_iter = zmalloc(sizeof(*c));
+            more = ibsFirst(objectGetVal(si->subject), c);
+        } else {
+            more = ibsNext(c);
+        }
+        if (!more) return 0;
+        *str = NULL;
+        *llele = c->value;
+        return 1;
+    }
+    zbtCursor *c = si->btree_iter;
+    if (!c) {
+        c = si->btree_iter = zmalloc(sizeof(*c));
+        more = zbtFirst(objectGetVal(si->subject), c);
     } else {
-        more = zbtNext(si->zbt_cursor);
+        more = zbtNext(c);
     }
     if (!more) return 0;
-    *str = (char *)si->zbt_cursor->member;
-    *len = si->zbt_cursor->len;
+    *str = (char *)c->member;
+    *len = c->len;
+    *llele = -123456789; /* Not needed. Defensive. */
     return 1;
 }
 
 void setBtreeIterRelease(setTypeIterator *si) {
-    zfree(si->zbt_cursor);
+    zfree(si->btree_iter);
 }
 
-/* Builds a tree from a small set (intset or listpack): the members sorted
- * by key, then appended, fill its leaves whole. */
+/* Builds a keyed tree from a set of another encoding or form: the members
+ * sorted by key, then appended, fill its leaves whole. */
 typedef struct setMember {
     double key;    /* zbtMemberKey */
     const char *s; /* NULL: the member is the integer written in num. */
@@ -111,7 +197,7 @@ static int setMemberCompare(const void *a, const void *b) {
 }
 
 /* Returns NULL when a member repeats (a listpack loaded unchecked). */
-zbt *setBtreeFromSmall(robj *setobj) {
+static zbt *keyedFromSet(robj *setobj) {
     unsigned long n = setTypeSize(setobj);
     zbt *t = zbtCreateKeyed();
     if (n == 0) return t;
@@ -146,11 +232,62 @@ zbt *setBtreeFromSmall(robj *setobj) {
     return t;
 }
 
+static int int64Compare(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The integer form of a small set whose members are all integers, built
+ * sorted in one pass. *integers is 0 (and NULL returned) when a member is
+ * no integer; NULL with *integers 1 means a member repeats. */
+static ibset *integersFromSet(robj *setobj, int *integers) {
+    unsigned long n = setTypeSize(setobj), i = 0;
+    int64_t *values = zmalloc(sizeof(*values) * (n ? n : 1));
+    setTypeIterator *si = setTypeInitIterator(setobj);
+    char *str;
+    size_t len;
+    int64_t llval;
+    *integers = 1;
+    while (setTypeNext(si, &str, &len, &llval) != -1) {
+        long long v = llval;
+        if (str && !string2ll(str, len, &v)) {
+            *integers = 0;
+            break;
+        }
+        values[i++] = v;
+    }
+    setTypeReleaseIterator(si);
+    ibset *s = NULL;
+    if (*integers) {
+        serverAssert(i == n);
+        qsort(values, n, sizeof(*values), int64Compare);
+        s = ibsCreate();
+        for (i = 0; i < n && s; i++) {
+            if (!ibsAppend(s, values[i])) {
+                ibsFree(s);
+                s = NULL;
+            }
+        }
+    }
+    zfree(values);
+    return s;
+}
+
+/* A small set (intset or listpack) as a big one: the integer form when
+ * every member is an integer, else a keyed tree. NULL when a member
+ * repeats (a listpack loaded unchecked). */
+void *setBtreeFromSmall(robj *setobj) {
+    int integers;
+    ibset *s = integersFromSet(setobj, &integers);
+    if (integers) return s;
+    return keyedFromSet(setobj);
+}
+
 /* A set loaded from RDB or RESTORE as intset or listpack, past their
- * limits, into a tree: C_ERR, with the set unchanged, when a member
+ * limits, into a big set: C_ERR, with the set unchanged, when a member
  * repeats (a payload loaded without deep sanitization). */
 int setBtreeConvertLoaded(robj *o) {
-    zbt *t = setBtreeFromSmall(o);
+    void *t = setBtreeFromSmall(o);
     if (!t) return C_ERR;
     freeSetObject(o);
     o->encoding = OBJ_ENCODING_BTREE;
@@ -159,9 +296,15 @@ int setBtreeConvertLoaded(robj *o) {
 }
 
 /* Adds a member of a set being loaded (RDB, RESTORE): in O(1) at the end
- * when members come in key order (as this encoding saves them), inserted
- * otherwise. Returns 0 for a member already there. */
+ * when members come in the form's order (as this encoding saves them),
+ * inserted otherwise. Returns 0 for a member already there. */
 int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
+    if (isIntegers(set)) {
+        long long v;
+        ibset *s = objectGetVal(set);
+        if (string2ll(m, len, &v)) return ibsAppend(s, v) || ibsInsert(s, v);
+        moveToKeyed(set);
+    }
     zbt *t = objectGetVal(set);
     int ret = zbtAppend(t, 0.0, (const unsigned char *)m, len);
     if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, 0.0, (const unsigned char *)m, len);
@@ -169,11 +312,12 @@ int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
 }
 
 void setBtreeLoadDone(robj *set) {
-    zbtAppendDone(objectGetVal(set));
+    if (!isIntegers(set)) zbtAppendDone(objectGetVal(set));
 }
 
-/* SINTER and its kin when every set is a tree: the members of all of them
- * in key order, walked together. The smallest set leads; each member of it
+/* SINTER and its kin when every set is a big one. Sets of one form are in
+ * one order, and walked together: the members of keyed trees in key
+ * order, integers ascending. The smallest set leads; each member of it
  * seeks its place in the others (a few steps when it is near, a descent
  * when it is far), so that sets that overlap little are not read whole.
  * Calls fn for each member in all sets, until fn returns 0. */
@@ -196,8 +340,8 @@ static int advanceTo(robj *set, zbtCursor *c, double key, const unsigned char *m
     return 1;
 }
 
-void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
-                       void *privdata) {
+static void keyedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
+                           void *privdata) {
     zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
     int more = 1, cmp;
     for (unsigned long j = 0; j < setnum && more; j++) more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
@@ -218,4 +362,137 @@ void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privda
     }
 done:
     zfree(cur);
+}
+
+/* Moves c to the first member >= v, as advanceTo does. */
+static int advanceToInteger(robj *set, ibsCursor *c, int64_t v) {
+    for (int steps = 0; c->value < v; steps++) {
+        if (steps == 8) return ibsSeek(objectGetVal(set), v, c);
+        if (!ibsNext(c)) return 0;
+    }
+    return 1;
+}
+
+static void integersIntersect(robj **sets, unsigned long setnum,
+                              int (*fn)(void *privdata, const char *m, size_t len), void *privdata) {
+    ibsCursor *cur = zmalloc(sizeof(ibsCursor) * setnum);
+    char buf[LONG_STR_SIZE];
+    int more = 1;
+    for (unsigned long j = 0; j < setnum && more; j++) more = ibsFirst(objectGetVal(sets[j]), &cur[j]);
+    while (more) {
+        unsigned long j;
+        for (j = 1; j < setnum; j++) {
+            if (sets[j] == sets[0]) continue;
+            if (!advanceToInteger(sets[j], &cur[j], cur[0].value)) goto done;
+            if (cur[j].value > cur[0].value) break;
+        }
+        if (j == setnum) {
+            int len = ll2string(buf, sizeof(buf), cur[0].value);
+            if (!fn(privdata, buf, len)) break;
+            more = ibsNext(&cur[0]);
+        } else {
+            more = advanceToInteger(sets[0], &cur[0], cur[j].value);
+        }
+    }
+done:
+    zfree(cur);
+}
+
+/* Sets of both forms: the smallest one's members, probed in the others. */
+static void mixedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
+                           void *privdata) {
+    setTypeIterator *si = setTypeInitIterator(sets[0]);
+    char *str, buf[LONG_STR_SIZE];
+    size_t len;
+    int64_t llval;
+    while (setTypeNext(si, &str, &len, &llval) != -1) {
+        if (!str) {
+            len = ll2string(buf, sizeof(buf), llval);
+            str = buf;
+        }
+        unsigned long j;
+        for (j = 1; j < setnum; j++)
+            if (sets[j] != sets[0] && !setBtreeIsMember(sets[j], str, len)) break;
+        if (j == setnum && !fn(privdata, str, len)) break;
+    }
+    setTypeReleaseIterator(si);
+}
+
+void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
+                       void *privdata) {
+    unsigned long ints = 0;
+    for (unsigned long j = 0; j < setnum; j++) ints += isIntegers(sets[j]);
+    if (ints == setnum)
+        integersIntersect(sets, setnum, fn, privdata);
+    else if (ints == 0)
+        keyedIntersect(sets, setnum, fn, privdata);
+    else
+        mixedIntersect(sets, setnum, fn, privdata);
+}
+
+/* COPY of a big set: the same form. */
+void *setBtreeDup(const void *v) {
+    if (!ibsIsSet(v)) return zsetBtreeDup((zbt *)v);
+    ibset *copy = ibsCreate();
+    ibsCursor c;
+    for (int more = ibsFirst(v, &c); more; more = ibsNext(&c)) serverAssert(ibsAppend(copy, c.value));
+    return copy;
+}
+
+/* SSCAN of the integer form: members ascending from the cursor's integer.
+ * The cursor is 2^62 | (k >> 2), k the next member as ibset.c orders them
+ * (the sign bit flipped). It stays below 2^63, as the server replies with a
+ * cursor as a signed number and reads it back as an unsigned one, and at
+ * or above 2^62, so it is never a keyed tree's cursor. As it drops k's last
+ * two bits, a call goes on past count (by three members at most) until no
+ * member it visited lies between the cursor and k: each member is visited
+ * once, and every call moves on. 0 starts and ends. */
+#define SCAN_INT_FLAG (UINT64_C(1) << 62)
+#define SIGN_BIT (UINT64_C(1) << 63)
+
+unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+    int64_t from = INT64_MIN;
+    if (cursor >= SCAN_INT_FLAG && cursor < SIGN_BIT) from = (int64_t)(((cursor - SCAN_INT_FLAG) << 2) ^ SIGN_BIT);
+    ibsCursor c;
+    char buf[LONG_STR_SIZE];
+    uint64_t k = 0, last = 0;
+    size_t n = 0;
+    int more = ibsSeek(s, from, &c);
+    while (more) {
+        k = (uint64_t)c.value ^ SIGN_BIT;
+        if (n >= count && (k & ~UINT64_C(3)) > last) break;
+        int len = ll2string(buf, sizeof(buf), c.value);
+        fn(privdata, (const unsigned char *)buf, len, 0);
+        last = k;
+        n++;
+        more = ibsNext(&c);
+    }
+    return more ? SCAN_INT_FLAG | (k >> 2) : 0;
+}
+
+/* DEBUG BTREE of the integer form: its figures, or the invariants' check. */
+void setBtreeIntDebug(client *c, ibset *s, int check) {
+    if (check) {
+        const char *err = ibsCheck(s);
+        if (err)
+            addReplyErrorFormat(c, "btree check failed: %s", err);
+        else
+            addReply(c, shared.ok);
+        return;
+    }
+    ibsStats st;
+    ibsGetStats(s, &st);
+    sds info = sdscatfmt(sdsempty(),
+                         "form:integers\r\nmembers:%U\r\npages:%U\r\nblocks:%U\r\n"
+                         "array8_blocks:%U\r\narray16_blocks:%U\r\narray32_blocks:%U\r\narray64_blocks:%U\r\n"
+                         "bitmap_blocks:%U\r\ndata_bytes:%U\r\nblock_bytes:%U\r\nindex_bytes:%U\r\n"
+                         "total_bytes:%U\r\n",
+                         (unsigned long long)ibsLength(s), (unsigned long long)st.pages,
+                         (unsigned long long)st.blocks, (unsigned long long)st.arrayBlocks[0],
+                         (unsigned long long)st.arrayBlocks[1], (unsigned long long)st.arrayBlocks[2],
+                         (unsigned long long)st.arrayBlocks[3], (unsigned long long)st.bitmapBlocks,
+                         (unsigned long long)st.dataBytes, (unsigned long long)st.blockBytes,
+                         (unsigned long long)st.indexBytes, (unsigned long long)ibsAllocSize(s));
+    addReplyVerbatim(c, info, sdslen(info), "txt");
+    sdsfree(info);
 }

@@ -225,7 +225,12 @@ static void scanEmit(void *privdata, const unsigned char *m, size_t len, double 
 
 unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, sds pattern, int only_keys, vector *out) {
     scanTarget st = {.pattern = pattern, .only_keys = only_keys, .out = out};
-    return zbtScan(t, cursor, count > 0 ? (size_t)count : 1, scanEmit, &st);
+    size_t n = count > 0 ? (size_t)count : 1;
+    /* A big set of integers (t_set_btree.c), whose cursors are 2^62 and
+     * more: a keyed tree given one (the set changed form) starts again. */
+    if (ibsIsSet(t)) return setBtreeIntScan((ibset *)t, cursor, n, scanEmit, &st);
+    if (zbtIsKeyed(t) && cursor >= (UINT64_C(1) << 62)) cursor = 0;
+    return zbtScan(t, cursor, n, scanEmit, &st);
 }
 
 /* Module range iterators
@@ -409,7 +414,10 @@ int zsetListpackIsOrdered(unsigned char *zl) {
  * leaves a skiplist's nodes. */
 void zsetBtreeDismiss(robj *o, size_t size_hint) {
     UNUSED(size_hint);
-    zbtDismiss(objectGetVal(o), server.page_size, dismissMemory);
+    if (ibsIsSet(objectGetVal(o)))
+        ibsDismiss(objectGetVal(o), server.page_size, dismissMemory);
+    else
+        zbtDismiss(objectGetVal(o), server.page_size, dismissMemory);
 }
 
 /* DEBUG BTREE <key> [CHECK] and DEBUG HTSTATS-KEY of a big set: the tree's
@@ -431,6 +439,10 @@ static sds catIndexStats(sds s, zbt *t) {
 }
 
 void zsetBtreeDebug(client *c, robj *o, int check) {
+    if (ibsIsSet(objectGetVal(o))) {
+        setBtreeIntDebug(c, objectGetVal(o), check);
+        return;
+    }
     zbt *t = objectGetVal(o);
     if (check) {
         const char *err = zbtCheck(t);
@@ -458,7 +470,8 @@ void zsetBtreeDebug(client *c, robj *o, int check) {
 }
 
 void zsetBtreeIndexStats(client *c, robj *o) {
-    sds s = catIndexStats(sdsempty(), objectGetVal(o));
+    sds s = ibsIsSet(objectGetVal(o)) ? sdsnew("index:none (integer blocks)\r\n")
+                                      : catIndexStats(sdsempty(), objectGetVal(o));
     addReplyVerbatim(c, s, sdslen(s), "txt");
     sdsfree(s);
 }
