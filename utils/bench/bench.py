@@ -49,6 +49,7 @@ SIZES = {
         w4_one_n=500_000,
         w5_n=1_000_000, w5_seconds=0.4, w5_warmup=0.1, w5_pairs=3,
         w7_n=200_000, w7_seconds=0.4, w7_warmup=0.1, w7_bulk_seconds=1.0, w7_pairs=3,
+        w7_stall_n=5_000_000, w7_stall_sample=250_000,
         w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
         w8_sweep_delays=(2000, 6000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=1_000_000,
     ),
@@ -60,6 +61,7 @@ SIZES = {
         w4_one_n=5_000_000,
         w5_n=1_000_000, w5_seconds=1, w5_warmup=0.2, w5_pairs=7,
         w7_n=1_000_000, w7_seconds=1, w7_warmup=0.2, w7_bulk_seconds=2, w7_pairs=3,
+        w7_stall_n=50_000_000, w7_stall_sample=1_000_000,
         w8_rounds=1, w8_a=(20_000, 200), w8_a_delay=100, w8_b=(500, 20_000), w8_b_delay=6000, w8_b_rate=20_000,
         w8_sweep_delays=(2000, 6000, 12_000), w8_sweep_rates=(5000, 20_000, 50_000), w8_c_n=5_000_000,
     ),
@@ -72,13 +74,14 @@ SIZES = {
         w4_one_n=20_000,
         w5_n=20_000, w5_seconds=0.1, w5_warmup=0.05, w5_pairs=2,
         w7_n=5_000, w7_seconds=0.1, w7_warmup=0.05, w7_bulk_seconds=0.2, w7_pairs=2,
+        w7_stall_n=200_000, w7_stall_sample=50_000,
         w8_rounds=1, w8_a=(500, 200), w8_a_delay=100, w8_b=(20, 2000), w8_b_delay=5000, w8_b_rate=20_000,
         w8_sweep_delays=(1000, 5000), w8_sweep_rates=(5000, 20_000), w8_c_n=50_000,
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
 PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
-                 w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000)
+                 w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000, w7_stall_n=50_000_000)
 
 W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
 W4_CONNS = 50
@@ -106,6 +109,9 @@ W7_SHAPES = [("int", "a"), ("seq", "b"), ("str", "c")]
 W7_SHAPE_TEXT = {"int": "distinct random integers below 10^8", "seq": "consecutive integers from 0",
                  "str": "distinct random 24-character strings"}
 W7_MEM_TARGETS = {"int": 4, "seq": 1, "str": 33}   # bytes per member, ours (issue #19)
+# The load of many integers into one set, as W1 loads a sorted set (issue #19): no interval below
+# 0.7 of the median one, used_memory never more than 5% over its final value.
+W7_STALL_TARGETS = {"W7.stall.min_iv": ("value", 0.7), "W7.stall.peak": ("value", 1.05)}
 W7_OPS_SHAPES = ["int", "str"]   # the operations run on shapes a and c
 W7_KEY2 = "int2"   # SINTER's second set: N random integers, half of them also in shape a's set
 W7_OPS = [  # (zload op, label, whole-set operation, shapes); writes last, sadd (the set grows) at the end
@@ -826,6 +832,7 @@ class Bench:
 
     def w7(self):
         self.w7_memory()
+        self.w7_stall()
         self.w7_ops()
         write_rows(self.out / "w7_runs.csv", self.w7_runs)
 
@@ -873,6 +880,41 @@ class Bench:
                                          memory_usage=usage, load_s=round(ld["elapsed_s"], 3)))
                 log(f"  W7 {spec.name} {shape}: {card:,} members ({enc}), {delta:.2f} B/member by used_memory, "
                     f"{usage / n:.2f} by MEMORY USAGE; loaded in {ld['elapsed_s']:.2f} s")
+
+    def w7_stall(self):
+        """W1's load for a set: the integers 0 … N−1, one SADD each, in pipelines of 250,000, with
+        used_memory and the rate sampled every w7_stall_sample inserts. The slowest interval over
+        the median one shows a stall (a table that doubles); the highest used_memory over the final
+        one, a transient peak."""
+        n, sample = self.cfg["w7_stall_n"], self.cfg["w7_stall_sample"]
+        for spec in self.servers:
+            with self.server(spec) as srv:
+                path = self.out / f"w7_stall_{spec.name}.csv"
+                r = self.zload(srv, "zadd1", key="s", op="sadd", n=n, pipeline=250_000, sample=sample, csv=path,
+                               order="seq")
+            rows = read_rows(path)
+            ivals = [row["interval_rate"] for row in rows if row["inserts"] > 0]
+            peak = max(row["used_memory"] for row in rows)
+            tag = f"{human(n)} consecutive integers into one set, 250,000 SADD a pipeline"
+            add = lambda k, label, unit, better, v, paired=False: self.add(
+                f"W7.stall.{k}", "W7", f"{tag}: {label}", unit, better, spec.name, 1, v, paired=paired,
+                target=W7_STALL_TARGETS.get(f"W7.stall.{k}"))
+            add("rate", "inserts/s, whole run", "inserts/s", "higher", r["rate"])
+            add("min_iv", f"slowest {human(sample)} interval ÷ median interval", "x", "higher",
+                min(ivals) / statistics.median(ivals))
+            add("peak", "highest used_memory sampled ÷ final used_memory", "x", "lower",
+                max(peak, r["used_memory"]) / r["used_memory"])
+            # Without the clients' buffers: a pipeline of 250,000 queries is megabytes, more than a
+            # whole set of consecutive integers in the integer form.
+            last = rows[-1]
+            data = [row["used_memory"] - row["mem_clients"] for row in rows if row["inserts"] > 0]
+            add("peak_data", "the same without the clients' buffers (mem_clients_normal)", "x", "lower",
+                max(data) / (last["used_memory"] - last["mem_clients"]))
+            add("bpm", "bytes per member at the end (used_memory / members)", "B/member", "lower",
+                r["used_memory"] / n)
+            log(f"  W7 stall {spec.name}: {n:,} SADD in {r['elapsed_s']:.1f} s ({r['rate']:,.0f}/s), "
+                f"slowest interval {min(ivals) / statistics.median(ivals):.2f} of the median, peak "
+                f"{max(peak, r['used_memory']) / r['used_memory']:.3f} of final used_memory")
 
     def w7_ops(self):
         """As W5: each round starts all servers afresh, loads shapes a and c (and the second

@@ -16,7 +16,9 @@
  *           strings of --mlen bytes; scores are i (--order seq) or random
  *           integers below --score-max (--order rand). With --sample S an
  *           `INFO memory cpu` rides in the stream after every S inserts and a
- *           CSV row is written when its reply arrives.              (W1, W4, W5)
+ *           CSV row is written when its reply arrives. --op sadd sends
+ *           SADD key i (--order seq) or a random integer below --score-max
+ *           instead, one member per command.              (W1, W4, W5, W7)
  *   w3      --n inserts of random 24-character lowercase strings into one key
  *           (--type set|hash|zset|zset-rand), each followed by
  *           `MEMORY USAGE key SAMPLES 0`; CSV rows n,bytes.         (W3)
@@ -471,6 +473,7 @@ static double info_field(const char *info, const char *name) {
 
 typedef struct {
     double used_memory, rss, cpu;
+    double clients; /* mem_clients_normal: the clients' buffers, a pipeline's queries among them */
 } info_t;
 
 static info_t parse_info(const char *s) {
@@ -478,6 +481,7 @@ static info_t parse_info(const char *s) {
     i.used_memory = info_field(s, "used_memory");
     i.rss = info_field(s, "used_memory_rss");
     i.cpu = info_field(s, "used_cpu_user") + info_field(s, "used_cpu_sys");
+    i.clients = info_field(s, "mem_clients_normal");
     return i;
 }
 
@@ -565,11 +569,18 @@ static int mode_sadd(void) {
 
 typedef struct {
     rng_t rng;
-    int seq, mlen;
+    int seq, mlen, sadd;
     const char *key;
 } zadd1_t;
 
 static void gen_zadd1(buf_t *b, zadd1_t *g, long long i) {
+    if (g->sadd) {
+        put_argc(b, 3);
+        put_arg(b, "SADD", 4);
+        put_str(b, g->key);
+        put_ll(b, g->seq ? i : (long long)rng_below(&g->rng, O.score_max));
+        return;
+    }
     put_argc(b, 4);
     put_arg(b, "ZADD", 4);
     put_str(b, g->key);
@@ -585,6 +596,7 @@ static void gen_zadd1(buf_t *b, zadd1_t *g, long long i) {
 
 static int mode_zadd1(void) {
     zadd1_t g = {.rng = {O.seed * 0x2545F4914F6CDD1DULL + 7}, .seq = !strcmp(O.order, "seq"), .mlen = (int)O.mlen,
+                 .sadd = !strcmp(O.op, "sadd"),
                  .key = O.key ? O.key : "z"};
     if (O.mlen < 0 || O.mlen > 255) die("--mlen must be 0..255");
     if (O.pipeline < 1) die("--pipeline must be at least 1");
@@ -593,12 +605,12 @@ static int mode_zadd1(void) {
         if (!O.csv) die("--sample needs --csv");
         csv = fopen(O.csv, "w");
         if (!csv) die("cannot write %s", O.csv);
-        fprintf(csv, "inserts,elapsed_s,used_memory,used_memory_rss,interval_s,interval_rate,cpu_s\n");
+        fprintf(csv, "inserts,elapsed_s,used_memory,used_memory_rss,interval_s,interval_rate,cpu_s,mem_clients\n");
     }
     conn_t c;
     conn_open(&c);
     info_t base = conn_info(&c);
-    if (csv) fprintf(csv, "0,0.000000,%.0f,%.0f,0,0,0\n", base.used_memory, base.rss);
+    if (csv) fprintf(csv, "0,0.000000,%.0f,%.0f,0,0,0,%.0f\n", base.used_memory, base.rss, base.clients);
 
     /* Reply numbers of the INFO commands riding in the stream. */
     long long nmark = O.sample > 0 ? O.n / O.sample + 2 : 1;
@@ -636,8 +648,8 @@ static int mode_zadd1(void) {
                     info_t in = parse_info(c.cap.str);
                     long long ins = mark_ins[mhead++];
                     double rate = (ins - prev_ins) / (t - prev_t);
-                    fprintf(csv, "%lld,%.6f,%.0f,%.0f,%.6f,%.1f,%.6f\n", ins, t - t0, in.used_memory, in.rss, t - prev_t,
-                            rate, in.cpu - base.cpu);
+                    fprintf(csv, "%lld,%.6f,%.0f,%.0f,%.6f,%.1f,%.6f,%.0f\n", ins, t - t0, in.used_memory, in.rss,
+                            t - prev_t, rate, in.cpu - base.cpu, in.clients);
                     fflush(csv);
                     if (min_rate == 0 || rate < min_rate) min_rate = rate;
                     prev_ins = ins;
