@@ -7,6 +7,11 @@
 # is upstream's. This file checks:
 #   - the conversions at the thresholds, default and configured, and a set
 #     of integers that gets a string member;
+#   - the integer form of a big set (src/ibset.c, DEBUG BTREE's
+#     form:integers): kept through COPY, DEBUG RELOAD and DUMP/RESTORE,
+#     left for the keyed form by every spelling that is no integer, its
+#     invariants (DEBUG BTREE CHECK) through random adds and removes, and its
+#     SSCAN cursors;
 #   - every set command on big sets against a Tcl model, after random
 #     operations, with default and with tiny thresholds;
 #   - SSCAN's guarantee while the set grows, shrinks and changes form;
@@ -260,6 +265,122 @@ start_server {
         assert_equal {1 1 0} [r smismember s -9223372036854775808 9223372036854775807 9223372036854775808]
         r sadd s x
         fs_assert_members s [concat [fs_shape seq 600] $::fs_int_edges x]
+    }
+
+    # The form of a big set: "integers" (ibset.c) or the keyed tree.
+    proc fs_form {key} {
+        set first [lindex [split [r debug btree $key] "\r\n"] 0]
+        expr {$first eq "form:integers" ? "integers" : "keyed"}
+    }
+
+    test "A big set of integers keeps them in the integer form until a string arrives" {
+        r del s
+        set ms [concat [fs_shape seq 3000 -1000] [fs_shape rand 2000] $::fs_int_edges]
+        fs_sadd s $ms
+        assert_equal integers [fs_form s]
+        assert_equal OK [r debug btree s check]
+        # Ascending, as an intset lists its members.
+        set ms [lsort -integer -unique $ms]
+        assert_equal $ms [r smembers s]
+        assert_equal [llength $ms] [r scard s]
+        assert_equal [lsort -integer [r sinter s]] [r sinter s]
+        # COPY, DEBUG RELOAD and DUMP/RESTORE keep the form and the members.
+        r copy s s2
+        assert_equal integers [fs_form s2]
+        r debug reload
+        assert_equal integers [fs_form s]
+        assert_equal OK [r debug btree s check]
+        set dump [r dump s]
+        r del s3
+        r restore s3 0 $dump
+        assert_equal integers [fs_form s3]
+        assert_equal $ms [r smembers s3]
+        # Each spelling that is not an integer's moves a set to the keyed
+        # form, beside its integers.
+        foreach m $::fs_not_ints {
+            r del t
+            fs_sadd t [lrange $ms 0 599]
+            assert_equal integers [fs_form t]
+            assert_equal 1 [r sadd t $m]
+            assert_equal keyed [fs_form t]
+            assert_equal OK [r debug btree t check]
+            fs_assert_members t [concat [lrange $ms 0 599] [list $m]]
+        }
+        # The keyed form stays when the string goes.
+        assert_equal 1 [r srem t [lindex $::fs_not_ints end]]
+        assert_equal keyed [fs_form t]
+        assert_encoding $::fs_big_encoding t
+        # A set created big from strings, and an RDB set whose first
+        # members are integers, then a string.
+        r del u
+        r sadd u {*}[lrange $ms 0 599] hello
+        assert_equal keyed [fs_form u]
+        r debug reload
+        assert_equal keyed [fs_form u]
+        fs_assert_members u [concat [lrange $ms 0 599] hello]
+    }
+
+    test "Random SADD and SREM of integers keep the blocks' invariants" {
+        r del s
+        set model [dict create]
+        for {set round 0} {$round < 40} {incr round} {
+            # Dense runs (bitmaps), clustered and sparse values (arrays of
+            # each width), then deletes that thin and empty blocks.
+            set base [expr {[randomInt 5] * 1000000000000 - 2000000000000}]
+            set batch {}
+            for {set i 0} {$i < 500} {incr i} {
+                switch [randomInt 3] {
+                    0 { lappend batch [expr {$base + [randomInt 5000]}] }
+                    1 { lappend batch [expr {$base + [randomInt 100000000]}] }
+                    2 { lappend batch [fs_int64] }
+                }
+            }
+            r sadd s {*}$batch
+            foreach m $batch { dict set model $m 1 }
+            set gone [lrange [lshuffle [dict keys $model]] 0 [expr {[dict size $model] / 3}]]
+            fs_srem s $gone
+            foreach m $gone { dict unset model $m }
+            if {[dict size $model] > 600} {
+                assert_equal integers [fs_form s]
+                assert_equal OK [r debug btree s check]
+            }
+            assert_equal [dict size $model] [r scard s]
+        }
+        assert_equal [lsort -integer [dict keys $model]] [r smembers s]
+    }
+
+    test "SSCAN of a big set of integers: every member once, cursors in 2^62 .. 2^63" {
+        r del s
+        set ms [lsort -integer -unique [concat [fs_shape seq 2000 -1000] [fs_shape rand 1000] $::fs_int_edges]]
+        fs_sadd s $ms
+        assert_equal integers [fs_form s]
+        foreach count {1 3 10 100} {
+            set seen {}
+            set cursor 0
+            set calls 0
+            while 1 {
+                lassign [r sscan s $cursor count $count] cursor batch
+                lappend seen {*}$batch
+                incr calls
+                if {$cursor == 0} break
+                assert_range $cursor 4611686018427387904 9223372036854775807
+                assert_lessthan_equal [llength $batch] [expr {$count + 3}]
+            }
+            assert_equal [llength $ms] [llength $seen] "COUNT $count: each member once"
+            assert_equal $ms [lsort -integer $seen]
+        }
+        # A cursor of the integer form given to the keyed form (the set
+        # moved mid-scan) starts it again: nothing is missed.
+        lassign [r sscan s 0 count 100] cursor batch
+        set seen $batch
+        r sadd s hello
+        assert_equal keyed [fs_form s]
+        while 1 {
+            lassign [r sscan s $cursor count 100] cursor batch
+            lappend seen {*}$batch
+            if {$cursor == 0} break
+        }
+        assert_equal [lsort [concat $ms hello]] [lsort -unique $seen]
     }
 
     test "Conversions at configured thresholds" {
