@@ -446,12 +446,14 @@ static void pageRemoveBlock(ibset *s, uint32_t p, uint32_t i) {
     s->mins[p] = pg->bases[0];
 }
 
-/* The page whose range holds key k: the last with min <= k, or page 0. */
-static uint32_t findPage(const ibset *s, uint64_t k) {
-    uint32_t lo = 0, hi = s->npages;
+/* The last of n ascending bases at or below k, or 0 when k is below them
+ * all: the page (over mins) or the block (over a page's bases) whose range
+ * holds k. */
+static uint32_t findRange(const uint64_t *bases, uint32_t n, uint64_t k) {
+    uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (s->mins[mid] <= k)
+        if (bases[mid] <= k)
             lo = mid + 1;
         else
             hi = mid;
@@ -459,16 +461,12 @@ static uint32_t findPage(const ibset *s, uint64_t k) {
     return lo ? lo - 1 : 0;
 }
 
-static uint32_t findBlock(const ibPage *pg, uint64_t k) {
-    uint32_t lo = 0, hi = pg->nblocks;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (pg->bases[mid] <= k)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo ? lo - 1 : 0;
+static inline uint32_t findPage(const ibset *s, uint64_t k) {
+    return findRange(s->mins, s->npages, k);
+}
+
+static inline uint32_t findBlock(const ibPage *pg, uint64_t k) {
+    return findRange(pg->bases, pg->nblocks, k);
 }
 
 /* --- The set --- */

@@ -470,16 +470,8 @@ unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t c
     return more ? SCAN_INT_FLAG | (k >> 2) : 0;
 }
 
-/* DEBUG BTREE of the integer form: its figures, or the invariants' check. */
-void setBtreeIntDebug(client *c, ibset *s, int check) {
-    if (check) {
-        const char *err = ibsCheck(s);
-        if (err)
-            addReplyErrorFormat(c, "btree check failed: %s", err);
-        else
-            addReply(c, shared.ok);
-        return;
-    }
+/* DEBUG BTREE of the integer form: its figures. */
+void setBtreeIntDebug(client *c, ibset *s) {
     ibsStats st;
     ibsGetStats(s, &st);
     sds info = sdscatfmt(sdsempty(),

@@ -439,15 +439,16 @@ static sds catIndexStats(sds s, zbt *t) {
 }
 
 void zsetBtreeDebug(client *c, robj *o, int check) {
-    if (ibsIsSet(objectGetVal(o))) {
-        setBtreeIntDebug(c, objectGetVal(o), check);
-        return;
-    }
     zbt *t = objectGetVal(o);
+    int integers = ibsIsSet(t); /* a big set of integers (t_set_btree.c) */
     if (check) {
-        const char *err = zbtCheck(t);
+        const char *err = integers ? ibsCheck((ibset *)t) : zbtCheck(t);
         if (err) addReplyErrorFormat(c, "btree check failed: %s", err);
         else addReply(c, shared.ok);
+        return;
+    }
+    if (integers) {
+        setBtreeIntDebug(c, (ibset *)t);
         return;
     }
     zbtStats st;
