@@ -68,7 +68,9 @@
  * allocator: a full block wastes nothing. A block of this size holds 504
  * bytes of data: 252 two-byte offsets (a couple hundred members per lookup,
  * eight probes) or a bitmap of 4,032 integers. */
+#ifndef IB_BLOCK_BYTES
 #define IB_BLOCK_BYTES 512
+#endif
 #define IB_BLOCK_HEADER 8
 #define IB_BLOCK_DATA (IB_BLOCK_BYTES - IB_BLOCK_HEADER)
 /* The most members a block can hold: every bit of a full bitmap. */
@@ -76,7 +78,9 @@
 
 /* Blocks a page indexes. 128 keeps a page near 2.3 KiB and a walk over its
  * counts short; a set of 1M members has a few dozen pages. */
+#ifndef IB_PAGE_BLOCKS
 #define IB_PAGE_BLOCKS 128
+#endif
 
 /* Encodings of a block. An array's width is 1 << enc bytes. */
 #define IB_ENC_W1 0
@@ -525,6 +529,30 @@ static void countAdded(ibset *s, uint32_t p, uint32_t i, int delta) {
     s->count += delta;
 }
 
+/* The lowest base block i of page p may have: above every member of the
+ * block before it (0 for the set's first block). */
+static uint64_t baseFloor(const ibset *s, uint32_t p, uint32_t i) {
+    if (i == 0) {
+        if (p == 0) return 0;
+        p--;
+        i = s->pages[p]->nblocks;
+    }
+    const ibPage *pg = s->pages[p];
+    return pg->bases[i - 1] + blockMaxOffset(pg->blocks[i - 1], pg->counts[i - 1]) + 1;
+}
+
+/* The base of block i of page p when k, below its base, joins it: lowered
+ * by whole bitmap words where the block before leaves room, so that
+ * members added going down re-encode the block once in 64 integers, not
+ * at each. */
+static uint64_t lowerBase(const ibset *s, uint32_t p, uint32_t i, uint64_t k) {
+    uint64_t base = s->pages[p]->bases[i];
+    uint64_t d = base - k;
+    if (d > UINT64_MAX - 63) return k;
+    d = (d + 63) & ~UINT64_C(63);
+    return d <= base - baseFloor(s, p, i) ? base - d : k;
+}
+
 /* Block i of page p cannot take key k in its encoding: re-encode it with
  * k, splitting it in two when the result outgrows a block. */
 static void blockRebuild(ibset *s, uint32_t p, uint32_t i, uint64_t k) {
@@ -538,7 +566,7 @@ static void blockRebuild(ibset *s, uint32_t p, uint32_t i, uint64_t k) {
     memmove(scratch + at + 1, scratch + at, (n - at) * sizeof(uint64_t));
     scratch[at] = k;
     n++;
-    if (k < base) base = k;
+    if (k < base) base = lowerBase(s, p, i, k);
 
     size_t bytes;
     bestEnc(n, scratch[n - 1] - base, &bytes);
@@ -549,9 +577,20 @@ static void blockRebuild(ibset *s, uint32_t p, uint32_t i, uint64_t k) {
         countAdded(s, p, i, 1);
         return;
     }
-    /* Split. A new greatest or least member goes into a block of its own:
-     * the others fitted before, and an ascending load leaves full blocks.
-     * Otherwise halves, each of which spans no more than the block did. */
+    /* A new greatest member of a full block joins the next block, below
+     * its base: members added going down into the gap between two full
+     * blocks then fill one block, rather than a block each. */
+    if (at == n - 1 && (i + 1 < pg->nblocks || p + 1 < s->npages)) {
+        if (i + 1 < pg->nblocks)
+            blockRebuild(s, p, i + 1, k);
+        else
+            blockRebuild(s, p + 1, 0, k);
+        return;
+    }
+    /* Split. A new greatest (of the set's last block: an ascending load
+     * leaves full blocks) or least member goes into a block of its own:
+     * the others fitted before. Otherwise halves, each of which spans no
+     * more than the block did. */
     uint32_t left = at == n - 1 ? n - 1 : (at == 0 ? 1 : n / 2);
     pg->blocks[i] = blockEncode(s, pg->blocks[i], base, scratch, left);
     pg->bases[i] = base;
@@ -617,6 +656,8 @@ static void maybeMergeBlocks(ibset *s, uint32_t p, uint32_t i) {
     ibBlock *a = pg->blocks[i], *b = pg->blocks[i + 1];
     if (a->bytes >= IB_BLOCK_DATA / 4 && b->bytes >= IB_BLOCK_DATA / 4) return;
     uint32_t na = pg->counts[i], nb = pg->counts[i + 1];
+    /* Half a block holds this many members at most (as a bitmap). */
+    if (na + nb > IB_BLOCK_DATA / 2 * 8) return;
     blockDecode(a, na, pg->bases[i], scratch);
     blockDecode(b, nb, pg->bases[i + 1], scratch + na);
     size_t bytes;
