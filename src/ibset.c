@@ -311,9 +311,10 @@ static ibBlock *blockEncode(ibset *s, ibBlock *b, uint64_t base, const uint64_t 
     return b;
 }
 
-/* Adds off to a block of n members when it fits without another encoding
- * or a split. Returns NULL when it does not fit so. */
-static ibBlock *blockTryAdd(ibset *s, ibBlock *b, uint32_t n, uint64_t off) {
+/* Adds off, not a member, to a block of n members when it fits without
+ * another encoding or a split; in an array it goes at index `at` (where
+ * the caller's search for it ended). Returns NULL when it does not fit so. */
+static ibBlock *blockTryAdd(ibset *s, ibBlock *b, uint32_t n, uint64_t off, uint32_t at) {
     uint64_t maxoff = blockMaxOffset(b, n);
     if (off > maxoff) maxoff = off;
     size_t bytes;
@@ -328,12 +329,11 @@ static ibBlock *blockTryAdd(ibset *s, ibBlock *b, uint32_t n, uint64_t off) {
         }
         b->data[off / 64] |= UINT64_C(1) << (off % 64);
     } else {
-        uint32_t i = arrayLowerBound(b, n, off);
         b = blockResize(s, b, bytes);
         unsigned w = 1u << enc;
         unsigned char *d = (unsigned char *)b->data;
-        memmove(d + (i + 1) * w, d + i * w, (n - i) * w);
-        arraySet(b, i, off);
+        memmove(d + (at + 1) * w, d + at * w, (n - at) * w);
+        arraySet(b, at, off);
         b->bytes = (uint16_t)bytes;
     }
     return b;
@@ -619,8 +619,14 @@ int ibsInsert(ibset *s, int64_t v) {
     if (k >= base) {
         uint64_t off = k - base;
         ibBlock *b = pg->blocks[i];
-        if (blockContains(b, pg->counts[i], off)) return 0;
-        if ((b = blockTryAdd(s, b, pg->counts[i], off)) != NULL) {
+        uint32_t n = pg->counts[i], at = 0;
+        if (b->enc == IB_ENC_BITMAP) {
+            if (bitmapTest(b, off)) return 0;
+        } else {
+            at = arrayLowerBound(b, n, off);
+            if (at < n && arrayGet(b, at) == off) return 0;
+        }
+        if ((b = blockTryAdd(s, b, n, off, at)) != NULL) {
             pg->blocks[i] = b;
             countAdded(s, p, i, 1);
             return 1;
@@ -639,7 +645,7 @@ int ibsAppend(ibset *s, int64_t v) {
     ibBlock *b = pg->blocks[i];
     uint64_t base = pg->bases[i];
     if (k <= base + blockMaxOffset(b, pg->counts[i])) return 0;
-    if ((b = blockTryAdd(s, b, pg->counts[i], k - base)) != NULL) {
+    if ((b = blockTryAdd(s, b, pg->counts[i], k - base, pg->counts[i])) != NULL) {
         pg->blocks[i] = b;
         countAdded(s, p, i, 1);
     } else {
@@ -648,13 +654,12 @@ int ibsAppend(ibset *s, int64_t v) {
     return 1;
 }
 
-/* Block i of page p and its next neighbour in the page, when both are
- * small, become one. */
+/* Block i of page p and its next neighbour in the page become one when
+ * the two fit in half a block. */
 static void maybeMergeBlocks(ibset *s, uint32_t p, uint32_t i) {
     ibPage *pg = s->pages[p];
     if (i + 1 >= pg->nblocks) return;
     ibBlock *a = pg->blocks[i], *b = pg->blocks[i + 1];
-    if (a->bytes >= IB_BLOCK_DATA / 4 && b->bytes >= IB_BLOCK_DATA / 4) return;
     uint32_t na = pg->counts[i], nb = pg->counts[i + 1];
     /* Half a block holds this many members at most (as a bitmap). */
     if (na + nb > IB_BLOCK_DATA / 2 * 8) return;
@@ -724,11 +729,10 @@ int ibsDelete(ibset *s, int64_t v) {
             b = blockEncode(s, b, pg->bases[i], scratch, n);
         }
     }
-    pg->blocks[i] = blockResize(s, b, b->bytes);
-    if (i > 0)
-        maybeMergeBlocks(s, p, i - 1);
-    else
-        maybeMergeBlocks(s, p, i);
+    pg->blocks[i] = b = blockResize(s, b, b->bytes);
+    /* A block under a quarter full looks at a neighbour (only then, so
+     * that a delete reads no other block). */
+    if (b->bytes < IB_BLOCK_DATA / 4) maybeMergeBlocks(s, p, i > 0 ? i - 1 : i);
     return 1;
 }
 
