@@ -42,12 +42,17 @@
  *   members; count the set's.
  * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
  *
- * Growth is a block at a time: a block that would outgrow IB_BLOCK_DATA
- * splits in two at its middle member, except when the new member is the
- * block's greatest or least, which starts a block of its own (an ascending
- * load so leaves full blocks, and a far member does not widen the others). A page splits the same way. A block
- * that drops under a quarter of IB_BLOCK_DATA merges with its next
- * neighbour when the two fit in half of it; a page likewise.
+ * Growth is a block at a time. A block that would outgrow IB_BLOCK_DATA
+ * splits in two at its middle member, except for a new greatest or least
+ * member: the greatest of a full block goes to the next block, whose base
+ * drops to take it (members added going down into a gap fill one block),
+ * or, in the set's last block, starts a block of its own (an ascending load
+ * leaves full blocks); the least starts a block of its own. A base that
+ * drops goes down by whole bitmap words where the block before leaves room,
+ * so that a block is re-encoded once in 64 members added going down. A
+ * page splits in halves, or at the set's end a new page starts. A block
+ * that drops under a quarter of IB_BLOCK_DATA merges with a neighbour when
+ * the two fit in half of it; sparse neighbouring pages likewise.
  *
  * A random member or a member by rank walks pcounts[], then a page's
  * counts[], then the block (an index, or a select over bitmap words).
@@ -200,16 +205,16 @@ static inline void arraySet(ibBlock *b, uint32_t i, uint64_t off) {
 /* The index of the first offset >= off in an array block of n members. */
 static uint32_t arrayLowerBound(const ibBlock *b, uint32_t n, uint64_t off) {
     uint32_t lo = 0, hi = n;
-#define IB_LOWER_BOUND(T)                                                                                              \
-    do {                                                                                                               \
-        const T *a = (const T *)b->data;                                                                               \
-        while (lo < hi) {                                                                                              \
-            uint32_t mid = (lo + hi) / 2;                                                                              \
-            if (a[mid] < off)                                                                                          \
-                lo = mid + 1;                                                                                          \
-            else                                                                                                       \
-                hi = mid;                                                                                              \
-        }                                                                                                              \
+#define IB_LOWER_BOUND(T)                 \
+    do {                                  \
+        const T *a = (const T *)b->data;  \
+        while (lo < hi) {                 \
+            uint32_t mid = (lo + hi) / 2; \
+            if (a[mid] < off)             \
+                lo = mid + 1;             \
+            else                          \
+                hi = mid;                 \
+        }                                 \
     } while (0)
     switch (b->enc) {
     case IB_ENC_W1: IB_LOWER_BOUND(uint8_t); break;

@@ -35,10 +35,10 @@
  * defrag in steps, dismiss in a fork child.
  *
  * Both forms give SSCAN a cursor that is a place in their order (a key
- * below 2^24 for a keyed tree; 2^62 and the integer to go on from, a
- * quarter of it, for the integer form), so that SCAN's guarantee holds through growth and
- * shrinking; a cursor of the integer form given to a keyed tree (the set
- * changed form mid-scan) starts it again. Every set of one form is in the
+ * below 2^24 for a keyed tree; 2^62 plus a quarter of the integer to go on
+ * from for the integer form), so that SCAN's guarantee holds through growth
+ * and shrinking; a cursor of the integer form given to a keyed tree (the
+ * set changed form mid-scan) starts it again. Every set of one form is in the
  * same order, so an intersection of big sets of one form walks them side
  * by side instead of probing one per member.
  *
