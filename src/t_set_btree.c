@@ -470,6 +470,23 @@ unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t c
     return more ? SCAN_INT_FLAG | (k >> 2) : 0;
 }
 
+/* Active defrag of the integer form: its struct and index now, and its
+ * blocks too unless the set has more than `later` members. Returns 1 when
+ * the blocks are left for setBtreeIntDefragStep (upstream's defrag-later). */
+int setBtreeIntDefrag(robj *set, void *(*fn)(void *), unsigned long later) {
+    ibset *s = ibsDefragShell(objectGetVal(set), fn);
+    if (s) objectSetVal(set, s);
+    if (ibsLength(objectGetVal(set)) > later) return 1;
+    ibsDefragBlocks(objectGetVal(set), 0, UINT32_MAX, fn);
+    return 0;
+}
+
+/* One step: the blocks of one page of the index. Returns the cursor to go
+ * on with, 0 when done. */
+unsigned long setBtreeIntDefragStep(robj *set, unsigned long cursor, void *(*fn)(void *)) {
+    return ibsDefragBlocks(objectGetVal(set), (uint32_t)cursor, 1, fn);
+}
+
 /* DEBUG BTREE of the integer form: its figures. */
 void setBtreeIntDebug(client *c, ibset *s) {
     ibsStats st;
