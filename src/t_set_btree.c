@@ -52,6 +52,7 @@
 
 #include "server.h"
 #include "mt19937-64.h"
+#include "setpack.h"
 
 static inline int isIntegers(const robj *set) {
     return ibsIsSet(objectGetVal(set));
@@ -90,6 +91,24 @@ static void moveToKeyed(robj *set) {
     objectSetVal(set, t);
 }
 
+/* A member as a keyed tree stores it (setpack.c): packed, escaped, or as
+ * it is. */
+typedef struct storedMember {
+    const unsigned char *p;
+    size_t len;
+    const unsigned char *m;
+    unsigned char buf[SPK_ENC_BUF];
+} storedMember;
+
+static void storeMember(storedMember *s, const char *m, size_t len) {
+    s->m = (const unsigned char *)m;
+    s->len = spkEncode(s->m, len, s->buf, &s->p);
+}
+
+static void storedMemberDone(storedMember *s) {
+    spkRelease(s->p, s->m, s->buf);
+}
+
 /* Returns 1 if the member was added, 0 if it was there. */
 int setBtreeAdd(robj *set, const char *m, size_t len) {
     if (isIntegers(set)) {
@@ -97,7 +116,11 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
         if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
         moveToKeyed(set);
     }
-    return zbtInsert(objectGetVal(set), 0.0, (const unsigned char *)m, len) == ZBT_OK;
+    storedMember s;
+    storeMember(&s, m, len);
+    int added = zbtInsert(objectGetVal(set), 0.0, s.p, s.len) == ZBT_OK;
+    storedMemberDone(&s);
+    return added;
 }
 
 /* The member may come from this set's own leaves (SPOP's iterations): the
@@ -107,7 +130,11 @@ int setBtreeRemove(robj *set, const char *m, size_t len) {
         long long v;
         return string2ll(m, len, &v) && ibsDelete(objectGetVal(set), v);
     }
-    return zbtDelete(objectGetVal(set), (const unsigned char *)m, len, NULL);
+    storedMember s;
+    storeMember(&s, m, len);
+    int removed = zbtDelete(objectGetVal(set), s.p, s.len, NULL);
+    storedMemberDone(&s);
+    return removed;
 }
 
 int setBtreeIsMember(robj *set, const char *m, size_t len) {
@@ -116,7 +143,11 @@ int setBtreeIsMember(robj *set, const char *m, size_t len) {
         return string2ll(m, len, &v) && ibsContains(objectGetVal(set), v);
     }
     double score;
-    return zbtScore(objectGetVal(set), (const unsigned char *)m, len, &score);
+    storedMember s;
+    storeMember(&s, m, len);
+    int found = zbtScore(objectGetVal(set), s.p, s.len, &score);
+    storedMemberDone(&s);
+    return found;
 }
 
 unsigned long setBtreeSize(const robj *set) {
@@ -124,7 +155,8 @@ unsigned long setBtreeSize(const robj *set) {
 }
 
 /* A uniformly random member: an integer (*str NULL), or a member read where
- * it lies (valid until the next write to the set). */
+ * it lies or unpacked into a buffer (valid until the next write to the set
+ * or the next call). */
 void setBtreeRandom(robj *set, char **str, size_t *len, int64_t *llele) {
     if (isIntegers(set)) {
         ibset *s = objectGetVal(set);
@@ -132,14 +164,21 @@ void setBtreeRandom(robj *set, char **str, size_t *len, int64_t *llele) {
         *llele = ibsAtRank(s, genrand64_int64() % ibsLength(s));
         return;
     }
+    static unsigned char buf[SPK_DEC_BUF];
     listpackEntry e;
+    const unsigned char *m;
     zsetBtreeRandomEntry(objectGetVal(set), &e, NULL);
-    *str = (char *)e.sval;
-    *len = e.slen;
+    *len = spkDecode(e.sval, e.slen, buf, &m);
+    *str = (char *)m;
 }
 
 /* Iteration: a cursor of either engine, allocated for the iterator's life
- * on its first step. */
+ * on its first step; a keyed tree's with a buffer its members unpack into. */
+typedef struct keyedIter {
+    zbtCursor c;
+    unsigned char buf[SPK_DEC_BUF];
+} keyedIter;
+
 void setBtreeIterInit(setTypeIterator *si) {
     si->btree_iter = NULL;
 }
@@ -160,16 +199,17 @@ int setBtreeIterNext(setTypeIterator *si, char **str, size_t *len, int64_t *llel
         *llele = c->value;
         return 1;
     }
-    zbtCursor *c = si->btree_iter;
-    if (!c) {
-        c = si->btree_iter = zmalloc(sizeof(*c));
-        more = zbtFirst(objectGetVal(si->subject), c);
+    keyedIter *it = si->btree_iter;
+    if (!it) {
+        it = si->btree_iter = zmalloc(sizeof(*it));
+        more = zbtFirst(objectGetVal(si->subject), &it->c);
     } else {
-        more = zbtNext(c);
+        more = zbtNext(&it->c);
     }
     if (!more) return 0;
-    *str = (char *)c->member;
-    *len = c->len;
+    const unsigned char *m;
+    *len = spkDecode(it->c.member, it->c.len, it->buf, &m);
+    *str = (char *)m;
     *llele = -123456789; /* Not needed. Defensive. */
     return 1;
 }
@@ -178,22 +218,20 @@ void setBtreeIterRelease(setTypeIterator *si) {
     zfree(si->btree_iter);
 }
 
-/* Builds a keyed tree from a set of another encoding or form: the members
- * sorted by key, then appended, fill its leaves whole. */
+/* Builds a keyed tree from a set of another encoding or form: the members,
+ * stored as the tree stores them (one string holds them all), sorted by
+ * key, then appended, fill its leaves whole. */
 typedef struct setMember {
-    double key;    /* zbtMemberKey */
-    const char *s; /* NULL: the member is the integer written in num. */
-    size_t len;
-    char num[LONG_STR_SIZE];
+    double key; /* zbtMemberKey */
+    size_t off, len;
 } setMember;
 
-static const unsigned char *setMemberBytes(const setMember *e) {
-    return (const unsigned char *)(e->s ? e->s : e->num);
-}
+static const char *sortBytes; /* the stored members, while they are sorted */
 
 static int setMemberCompare(const void *a, const void *b) {
     const setMember *x = a, *y = b;
-    return zbtCompare(x->key, setMemberBytes(x), x->len, y->key, setMemberBytes(y), y->len);
+    return zbtCompare(x->key, (const unsigned char *)sortBytes + x->off, x->len, y->key,
+                      (const unsigned char *)sortBytes + y->off, y->len);
 }
 
 /* Returns NULL when a member repeats (a listpack loaded unchecked). */
@@ -202,32 +240,38 @@ static zbt *keyedFromSet(robj *setobj) {
     zbt *t = zbtCreateKeyed();
     if (n == 0) return t;
     setMember *members = zmalloc(sizeof(*members) * n);
+    sds bytes = sdsempty();
     setTypeIterator *si = setTypeInitIterator(setobj);
-    char *str;
+    char *str, num[LONG_STR_SIZE];
     size_t len;
     int64_t llval;
     unsigned long i = 0;
     while (setTypeNext(si, &str, &len, &llval) != -1) {
-        setMember *e = &members[i++];
-        if (str) {
-            e->s = str;
-            e->len = len;
-        } else {
-            e->len = ll2string(e->num, sizeof(e->num), llval);
-            e->s = NULL;
+        if (!str) {
+            len = ll2string(num, sizeof(num), llval);
+            str = num;
         }
-        e->key = zbtMemberKey(setMemberBytes(e), e->len);
+        storedMember sm;
+        storeMember(&sm, str, len);
+        setMember *e = &members[i++];
+        e->off = sdslen(bytes);
+        e->len = sm.len;
+        e->key = zbtMemberKey(sm.p, sm.len);
+        bytes = sdscatlen(bytes, sm.p, sm.len);
+        storedMemberDone(&sm);
     }
     setTypeReleaseIterator(si);
     serverAssert(i == n);
+    sortBytes = bytes;
     qsort(members, n, sizeof(*members), setMemberCompare);
     for (i = 0; i < n && t; i++) {
-        if (zbtAppend(t, 0.0, setMemberBytes(&members[i]), members[i].len) != ZBT_OK) {
+        if (zbtAppend(t, 0.0, (const unsigned char *)bytes + members[i].off, members[i].len) != ZBT_OK) {
             zbtFree(t);
             t = NULL;
         }
     }
     if (t) zbtAppendDone(t);
+    sdsfree(bytes);
     zfree(members);
     return t;
 }
@@ -306,8 +350,11 @@ int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
         moveToKeyed(set);
     }
     zbt *t = objectGetVal(set);
-    int ret = zbtAppend(t, 0.0, (const unsigned char *)m, len);
-    if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, 0.0, (const unsigned char *)m, len);
+    storedMember s;
+    storeMember(&s, m, len);
+    int ret = zbtAppend(t, 0.0, s.p, s.len);
+    if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, 0.0, s.p, s.len);
+    storedMemberDone(&s);
     return ret == ZBT_OK;
 }
 
@@ -343,6 +390,7 @@ static int advanceTo(robj *set, zbtCursor *c, double key, const unsigned char *m
 static void keyedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
                            void *privdata) {
     zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
+    unsigned char buf[SPK_DEC_BUF];
     int more = 1, cmp;
     for (unsigned long j = 0; j < setnum && more; j++) more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
     while (more) {
@@ -353,7 +401,9 @@ static void keyedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *pr
             if (cmp > 0) break;
         }
         if (j == setnum) {
-            if (!fn(privdata, (const char *)cur[0].member, cur[0].len)) break;
+            const unsigned char *m;
+            size_t len = spkDecode(cur[0].member, cur[0].len, buf, &m);
+            if (!fn(privdata, (const char *)m, len)) break;
             more = zbtNext(&cur[0]);
         } else {
             /* Set j is past the lead's member: the lead goes to where it is. */
@@ -468,6 +518,26 @@ unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t c
         more = ibsNext(&c);
     }
     return more ? SCAN_INT_FLAG | (k >> 2) : 0;
+}
+
+/* SSCAN of a keyed tree: the engine's scan, each member unpacked before fn
+ * sees it. */
+typedef struct keyedScan {
+    zbtScanFn fn;
+    void *privdata;
+    unsigned char buf[SPK_DEC_BUF];
+} keyedScan;
+
+static void keyedScanEmit(void *privdata, const unsigned char *e, size_t elen, double key) {
+    keyedScan *ks = privdata;
+    const unsigned char *m;
+    size_t len = spkDecode(e, elen, ks->buf, &m);
+    ks->fn(ks->privdata, m, len, key);
+}
+
+unsigned long long setBtreeKeyedScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+    keyedScan ks = {.fn = fn, .privdata = privdata};
+    return zbtScan(t, cursor, count, keyedScanEmit, &ks);
 }
 
 /* Active defrag of the integer form: its struct and index now, and its

@@ -229,7 +229,10 @@ unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, 
     /* A big set of integers (t_set_btree.c), whose cursors are 2^62 and
      * more: a keyed tree given one (the set changed form) starts again. */
     if (ibsIsSet(t)) return setBtreeIntScan((ibset *)t, cursor, n, scanEmit, &st);
-    if (zbtIsKeyed(t) && cursor >= (UINT64_C(1) << 62)) cursor = 0;
+    if (zbtIsKeyed(t)) {
+        if (cursor >= (UINT64_C(1) << 62)) cursor = 0;
+        return setBtreeKeyedScan(t, cursor, n, scanEmit, &st);
+    }
     return zbtScan(t, cursor, n, scanEmit, &st);
 }
 
