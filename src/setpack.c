@@ -151,7 +151,7 @@ size_t spkDecode(const unsigned char *e, size_t elen, unsigned char *buf, const 
         return elen;
     }
     size_t n = (elen - 1) * 8 / (4 + a);
-    if ((n & 1) != (size_t)(tag & 1)) n--;
+    if ((n & 1) != (size_t)(tag & 1)) n = n ? n - 1 : 0;
     if (n > SPK_DEC_BUF) n = SPK_DEC_BUF; /* never: only shorter members are packed */
     unpack(e + 1, n, a, buf);
     *out = buf;

@@ -150,6 +150,38 @@ int setBtreeIsMember(robj *set, const char *m, size_t len) {
     return found;
 }
 
+/* SMISMEMBER: a reply of 1 or 0 for each member. A keyed tree looks up a
+ * batch of members at once (zbtKeyedContainsMany). */
+#define MEMBER_BATCH 16
+
+void setBtreeReplyIsMembers(client *c, robj *set, robj **members, int n) {
+    if (isIntegers(set)) {
+        for (int j = 0; j < n; j++) {
+            sds m = objectGetVal(members[j]);
+            addReply(c, setBtreeIsMember(set, m, sdslen(m)) ? shared.cone : shared.czero);
+        }
+        return;
+    }
+    storedMember s[MEMBER_BATCH];
+    const unsigned char *p[MEMBER_BATCH];
+    size_t len[MEMBER_BATCH];
+    int found[MEMBER_BATCH];
+    for (int from = 0; from < n; from += MEMBER_BATCH) {
+        int k = n - from < MEMBER_BATCH ? n - from : MEMBER_BATCH;
+        for (int j = 0; j < k; j++) {
+            sds m = objectGetVal(members[from + j]);
+            storeMember(&s[j], m, sdslen(m));
+            p[j] = s[j].p;
+            len[j] = s[j].len;
+        }
+        zbtKeyedContainsMany(objectGetVal(set), p, len, k, found);
+        for (int j = 0; j < k; j++) {
+            addReply(c, found[j] ? shared.cone : shared.czero);
+            storedMemberDone(&s[j]);
+        }
+    }
+}
+
 unsigned long setBtreeSize(const robj *set) {
     return isIntegers(set) ? ibsLength(objectGetVal(set)) : zbtLength(objectGetVal(set));
 }

@@ -1392,28 +1392,39 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
  * the cache (hashes scatter the lookups): each node's minimum scores are
  * asked for at once, and the leaf's lines, so that their misses overlap
  * instead of following one another through the binary search and scan. */
+static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
+    const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
+    for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
+    __builtin_prefetch(kids(p) + p->n / 2);
+    /* The children whose minimum is below the key, counted in one pass
+     * without branches (the compiler does it a vector at a time): a
+     * binary search's steps each wait for the one before, and hashes make
+     * each of its comparisons a coin toss. A child whose minimum equals the
+     * key (members sharing a key) is the rare case that compares members. */
+    const double *mn = mins(p);
+    int n = p->n, below = 0;
+    for (int i = 0; i < n; i++) below += mn[i] < s;
+    int base = below ? below - 1 : 0;
+    while (__builtin_expect(base + 1 < n && mn[base + 1] == s, 0) && childAtOrBefore(p, base + 1, s, m, len)) base++;
+    void *node = kids(p)[base];
+    if (level > 1) {
+        /* A node below the root has ZBT_INNER_FANOUT places, so where its
+         * minimum scores and children lie is known before its header is
+         * read: all three are asked for at once, not one after another. */
+        const char *q = node;
+        const size_t from = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
+                     end = from + ZBT_INNER_FANOUT * (sizeof(double) + sizeof(void *));
+        __builtin_prefetch(q);
+        for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
+    } else {
+        for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)node + line);
+    }
+    return node;
+}
+
 static zbtLeaf *descendKeyed(const zbt *t, double s, const unsigned char *m, size_t len) {
     void *node = t->root;
-    for (int level = t->height; level > 0; level--) {
-        zbtInner *p = node;
-        const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
-        for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
-        __builtin_prefetch(kids(p) + p->n / 2);
-        /* Without branches on the comparisons, which hashes make a coin
-         * toss: a key equal to a child's minimum (members sharing a key)
-         * is the rare case that compares members. */
-        const double *mn = mins(p);
-        int base = 0, n = p->n;
-        while (n > 1) {
-            int half = n / 2, mid = base + half;
-            int before = mn[mid] < s;
-            if (__builtin_expect(mn[mid] == s, 0)) before = childAtOrBefore(p, mid, s, m, len);
-            base = before ? mid : base;
-            n -= half;
-        }
-        node = kids(p)[base];
-    }
-    for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)node + line);
+    for (int level = t->height; level > 0; level--) node = descendKeyedStep(node, level, s, m, len);
     return node;
 }
 
@@ -1882,6 +1893,31 @@ int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score) {
     if (!lookup(t, m, len, &h, &p)) return 0;
     *score = p.it.score;
     return 1;
+}
+
+/* Several lookups in a keyed tree at once (SMISMEMBER): they descend level
+ * by level together, so that each one's misses overlap the others' instead
+ * of following them. Writes nothing to the tree. */
+#define KEYED_BATCH 16
+
+void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *len, size_t n, int *found) {
+    assert(!t->index);
+    for (size_t from = 0; from < n; from += KEYED_BATCH) {
+        size_t k = n - from < KEYED_BATCH ? n - from : KEYED_BATCH;
+        double key[KEYED_BATCH];
+        void *node[KEYED_BATCH];
+        for (size_t i = 0; i < k; i++) {
+            key[i] = hashKey(memberHash(m[from + i], len[from + i]));
+            node[i] = t->root;
+        }
+        for (int level = t->height; level > 0; level--)
+            for (size_t i = 0; i < k; i++)
+                node[i] = descendKeyedStep(node[i], level, key[i], m[from + i], len[from + i]);
+        for (size_t i = 0; i < k; i++) {
+            pos p;
+            found[from + i] = leafSeekKey(node[i], key[i], m[from + i], len[from + i], &p);
+        }
+    }
 }
 
 static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {

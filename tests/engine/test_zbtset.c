@@ -360,6 +360,62 @@ static void test_keyed_colliding_keys(void **state) {
     zbtFree(t);
 }
 
+/* zbtKeyedContainsMany answers as zbtScore does, for batches of every size
+ * (more than one round of its batch), members present and absent, and
+ * members whose keys collide in runs over several leaves. */
+static void test_keyed_contains_many(void **state) {
+    (void)state;
+    const zsGroups *g = zsGetGroups();
+    zbt *t = zbtCreateKeyed();
+    enum { N = 40000, Q = 600 };
+    unsigned char(*buf)[ZS_MEMBER_MAX] = malloc((size_t)Q * ZS_MEMBER_MAX);
+    const unsigned char **m = malloc(sizeof(*m) * Q);
+    size_t *len = malloc(sizeof(*len) * Q);
+    int *found = malloc(sizeof(*found) * Q);
+    unsigned char one[ZS_MEMBER_MAX];
+    for (long i = 0; i < N; i += 1 + (i % 3 == 0)) {
+        size_t l = mixed(one, "m", i);
+        assert_int_equal(zbtInsert(t, 0.0, one, l), ZBT_OK);
+    }
+    for (int i = 0; i < g->n; i += 2)
+        for (uint32_t k = 0; k < g->size[i]; k += 1 + (k & 1)) {
+            size_t l = zsGroupMember(i, k, one);
+            assert_int_equal(zbtInsert(t, 0.0, one, l), ZBT_OK);
+        }
+    check(t);
+    uint64_t x = 88172645463325252ULL;
+    for (int round = 0; round < 200; round++) {
+        size_t n = round < 40 ? (size_t)round : 1 + rng(&x) % Q;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t r = rng(&x);
+            if (r & 1) {
+                len[j] = mixed(buf[j], "m", (long)((r >> 1) % (N + 100)));
+            } else {
+                int i = (int)((r >> 1) % (uint64_t)g->n);
+                len[j] = zsGroupMember(i, (uint32_t)((r >> 20) % g->size[i]), buf[j]);
+            }
+            m[j] = buf[j];
+        }
+        zbtKeyedContainsMany(t, m, len, n, found);
+        for (size_t j = 0; j < n; j++) {
+            double score;
+            assert_int_equal(found[j], zbtScore(t, m[j], len[j], &score));
+        }
+    }
+    /* A tree that is one leaf. */
+    zbt *small = zbtCreateKeyed();
+    assert_int_equal(zbtInsert(small, 0.0, S("a"), 1), ZBT_OK);
+    m[0] = S("a"), len[0] = 1, m[1] = S("b"), len[1] = 1;
+    zbtKeyedContainsMany(small, m, len, 2, found);
+    assert_true(found[0] == 1 && found[1] == 0);
+    zbtFree(small);
+    free(buf);
+    free(m);
+    free(len);
+    free(found);
+    zbtFree(t);
+}
+
 /* Seeks at and between keys, and past both ends. */
 static void test_keyed_seek(void **state) {
     (void)state;
@@ -1060,6 +1116,7 @@ int main(void) {
         cmocka_unit_test(test_keyed_member_lengths),
         cmocka_unit_test(test_keyed_order_find_rank_at_rank),
         cmocka_unit_test(test_keyed_colliding_keys),
+        cmocka_unit_test(test_keyed_contains_many),
         cmocka_unit_test(test_keyed_seek),
         cmocka_unit_test(test_keyed_append_in_key_order),
         cmocka_unit_test(test_keyed_scan_guarantee),

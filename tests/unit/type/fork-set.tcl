@@ -320,6 +320,72 @@ start_server {
         fs_assert_members u [concat [lrange $ms 0 599] hello]
     }
 
+    test "A keyed set stores members of every kind, packed or not, and gives them back byte for byte" {
+        # src/setpack.c: hex, lowercase and base64url members are packed,
+        # other members stored as they are; members starting with bytes
+        # 0xF8..0xFF escaped. Each kind at lengths around where packing
+        # starts to pay and past SPK_MAX_CHARS (128).
+        r del p
+        set ms {}
+        set abcs [list 0123456789abcdef abcdefghijklmnopqrstuvwxyz-_.:@/ \
+                      0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_ \
+                      "abc DEF!~"]
+        foreach abc $abcs {
+            foreach len {0 1 2 3 4 5 6 7 8 9 15 16 17 23 24 25 31 32 33 63 64 65 127 128 129 200 300} {
+                for {set k 0} {$k < 3} {incr k} {
+                    set m ""
+                    for {set i 0} {$i < $len} {incr i} {
+                        append m [string index $abc [randomInt [string length $abc]]]
+                    }
+                    lappend ms $m
+                }
+            }
+        }
+        # UTF-8 text: stored as it is (its first byte is below 0xF8).
+        foreach text [list "caf\u00e9" "\u65e5\u672c\u8a9e" "\u00e9t\u00e9-[string repeat a 30]"] {
+            lappend ms [encoding convertto utf-8 $text]
+        }
+        foreach first {248 249 250 254 255} {
+            foreach len {1 2 10 100 200} {
+                lappend ms [binary format c $first][string repeat x [expr {$len - 1}]]
+            }
+        }
+        set ms [lsort -unique $ms]
+        fs_sadd p $ms
+        assert_equal keyed [fs_form p]
+        assert_equal OK [r debug btree p check]
+        fs_assert_members p $ms
+        # SISMEMBER and SMISMEMBER (batches of more than 16) of members and
+        # of near misses: one byte more, one byte less.
+        set probe {}
+        foreach m $ms {
+            assert_equal 1 [r sismember p $m]
+            lappend probe $m "${m}z"
+            if {[string length $m] > 1} { lappend probe [string range $m 1 end] }
+        }
+        set want {}
+        foreach m $probe { lappend want [expr {[lsearch -exact $ms $m] >= 0}] }
+        assert_equal $want [r smismember p {*}$probe]
+        # SSCAN and SRANDMEMBER give members as they were added.
+        set seen {}
+        set cur 0
+        while 1 {
+            lassign [r sscan p $cur count 17] cur got
+            lappend seen {*}$got
+            if {$cur == 0} break
+        }
+        assert_equal $ms [lsort -unique $seen]
+        foreach m [r srandmember p 50] { assert {[lsearch -exact $ms $m] >= 0} }
+        # Through DEBUG RELOAD and DUMP/RESTORE, and out again.
+        r debug reload
+        fs_assert_members p $ms
+        r restore p2 0 [r dump p]
+        fs_assert_members p2 $ms
+        assert_equal [r debug digest-value p] [r debug digest-value p2]
+        fs_srem p $ms
+        assert_equal 0 [r exists p]
+    }
+
     test "Random SADD and SREM of integers keep the blocks' invariants" {
         r del s
         set model [dict create]
