@@ -556,7 +556,9 @@ static inline uint32_t tableBlocks(const zbt *t) {
 static void leafTableGrow(zbt *t) {
     size_t usable, old;
     if (t->idcap < LEAF_TABLE_BLOCK) {
-        uint32_t cap = t->idcap + t->idcap / 2 + 8;
+        /* Small steps: a tree of a few leaves (a set just past its
+         * listpack) pays for each id it holds, not for eight more. */
+        uint32_t cap = t->idcap + t->idcap / 2 + 2;
         if (cap > LEAF_TABLE_BLOCK) cap = LEAF_TABLE_BLOCK;
         old = zmalloc_size(t->leaves);
         t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * cap, &usable);
@@ -1717,8 +1719,11 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
     int frontRoom = atFront && l->prev && l->prev->used + itemSize(0.0, it) + 9 <= LEAF_PAYLOAD;
     if (atEnd || (atFront && (!frontRoom || inRun(l, 0)))) {
-        /* Whole at the tree's edges: the next inserts likely come here. */
-        int edge = atEnd ? !l->next : !l->prev;
+        /* Whole at the tree's edges: the next inserts likely come here.
+         * Not in a keyed tree, whose inserts go where their hashes fall:
+         * there a whole leaf would hold one entry for long (W3: 384 bytes
+         * more than the set's size at 135..142 members). */
+        int edge = t->index && (atEnd ? !l->next : !l->prev);
         zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
         r->used = (uint16_t)encode(r->data, 0.0, it);
         r->count = 1;
