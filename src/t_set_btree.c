@@ -251,19 +251,21 @@ void setBtreeIterRelease(setTypeIterator *si) {
 }
 
 /* Builds a keyed tree from a set of another encoding or form: the members,
- * stored as the tree stores them (one string holds them all), sorted by
- * key, then appended, fill its leaves whole. */
+ * stored as the tree stores them (one string holds them all: an offset into
+ * it while it grows, a pointer once it is whole), sorted by key, then
+ * appended, fill its leaves whole. */
 typedef struct setMember {
     double key; /* zbtMemberKey */
-    size_t off, len;
+    union {
+        size_t off;
+        const unsigned char *p;
+    };
+    size_t len;
 } setMember;
-
-static const char *sortBytes; /* the stored members, while they are sorted */
 
 static int setMemberCompare(const void *a, const void *b) {
     const setMember *x = a, *y = b;
-    return zbtCompare(x->key, (const unsigned char *)sortBytes + x->off, x->len, y->key,
-                      (const unsigned char *)sortBytes + y->off, y->len);
+    return zbtCompare(x->key, x->p, x->len, y->key, y->p, y->len);
 }
 
 /* Returns NULL when a member repeats (a listpack loaded unchecked). */
@@ -294,10 +296,10 @@ static zbt *keyedFromSet(robj *setobj) {
     }
     setTypeReleaseIterator(si);
     serverAssert(i == n);
-    sortBytes = bytes;
+    for (i = 0; i < n; i++) members[i].p = (const unsigned char *)bytes + members[i].off;
     qsort(members, n, sizeof(*members), setMemberCompare);
     for (i = 0; i < n && t; i++) {
-        if (zbtAppend(t, 0.0, (const unsigned char *)bytes + members[i].off, members[i].len) != ZBT_OK) {
+        if (zbtAppend(t, 0.0, members[i].p, members[i].len) != ZBT_OK) {
             zbtFree(t);
             t = NULL;
         }

@@ -1390,10 +1390,11 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
     return node;
 }
 
-/* descendKey for a keyed tree, whose nodes a lookup mostly finds out of
- * the cache (hashes scatter the lookups): each node's minimum scores are
- * asked for at once, and the leaf's lines, so that their misses overlap
- * instead of following one another through the binary search and scan. */
+/* One level of descendKey in a keyed tree, whose nodes a lookup mostly
+ * finds out of the cache (hashes scatter the lookups): each node's minimum
+ * scores are asked for at once, and the next node's or the leaf's lines, so
+ * that their misses overlap instead of following one another through the
+ * search and scan. */
 static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
     const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
     for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
