@@ -78,7 +78,7 @@ test-modules: all test-deps
 # (build/san: a copy of build/valkey, so its links into src/ and tests/ still
 # resolve), then the tests that touch sorted sets most.
 SAN := build/san
-SAN_TESTS := unit/type/zset unit/type/set unit/type/fork-set unit/geo unit/sort unit/dump unit/scan unit/keyspace \
+SAN_TESTS := unit/type/zset unit/type/set unit/type/fork-set unit/type/fork-zprefetch unit/geo unit/sort unit/dump unit/scan unit/keyspace \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load
 # The module API's sorted-set iterators, ours and upstream's.

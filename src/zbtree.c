@@ -1926,6 +1926,36 @@ void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *l
     }
 }
 
+/* Asks for the lines that lookups of these members will read, before any of
+ * the lookups runs: the commands of a pipeline, queued in their client
+ * (memberprefetch.c). Each lookup alone waits for two misses, the index
+ * slot and then the leaf it names; asked for together, first every slot,
+ * then every leaf, the misses of all of them overlap. Only reads the trees.
+ *
+ * Keyed trees are passed over: their descent read ahead the same way, level
+ * by level, made SISMEMBER and SADD slower at pipeline 16 (1M members, 3
+ * rounds: 1.19 -> 1.36 and 1.65 -> 1.83 us of CPU an op), so the work of a
+ * second descent costs more than the misses it hides. */
+void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n) {
+    if (n > ZBT_PREFETCH_MAX) n = ZBT_PREFETCH_MAX;
+    uint64_t h[ZBT_PREFETCH_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i]->index) continue;
+        h[i] = memberHash(m[i], len[i]);
+        zmiPrefetch(t[i]->index, h[i]);
+    }
+    /* A member not in the index (a new one) names no leaf. */
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i]->index) continue;
+        zmiIter iter;
+        uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
+        if (!id) continue;
+        const leafArena *a = arenaOf(t[i]);
+        const char *l = (const char *)(a ? arenaSlot(a, id) : leafAt(t[i], id));
+        for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch(l + line);
+    }
+}
+
 static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {
     item it = {.score = score, .m = m, .len = len, .ool = ool};
     if (!ool && len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);

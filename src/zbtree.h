@@ -100,6 +100,10 @@ int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c);
 /* For a keyed tree: found[i] is 1 when m[i] is a member, else 0. */
 void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *len, size_t n, int *found);
+/* Reads ahead for lookups of m[i] in t[i] about to come (at most
+ * ZBT_PREFETCH_MAX are used; keyed trees are passed over). */
+#define ZBT_PREFETCH_MAX 16
+void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n);
 int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
 
 /* ZADD's check and insert with one hash and one probe of the index:

@@ -805,6 +805,48 @@ static void test_reads_write_nothing_while_shared(void **state) {
     zbtFree(t);
 }
 
+/* zbtPrefetchMany only reads: over trees of every shape (empty, a lone
+ * leaf, an arena, keyed), with members present and missing, more than it
+ * takes, it leaves each tree byte for byte as it was and every lookup as
+ * it was. */
+static void test_prefetch_many_reads_only(void **state) {
+    (void)state;
+    zbt *trees[4] = {zbtCreate(0), zbtCreate(0), zbtCreate(0), zbtCreateKeyed()};
+    static unsigned char names[40][64];
+    const unsigned char *m[40];
+    size_t len[40];
+    for (long i = 0; i < 10; i++) zbtInsert(trees[1], (double)i, names[0], name(names[0], "s", i));
+    for (long i = 0; i < 200000; i++) zbtInsert(trees[2], (double)(i % 977), names[0], name(names[0], "s", i));
+    for (long i = 0; i < 50000; i++) zbtInsert(trees[3], 0.0, names[0], name(names[0], "s", i));
+    zbt *t[40];
+    for (int i = 0; i < 40; i++) {
+        t[i] = trees[i % 4];
+        len[i] = name(names[i], "s", (long)i * 7919 % 250000); /* some present, some not */
+        m[i] = names[i];
+    }
+    size_t bytes[4];
+    unsigned char *before[4];
+    for (int k = 0; k < 4; k++) {
+        bytes[k] = zmalloc_size(trees[k]);
+        before[k] = malloc(bytes[k]);
+        memcpy(before[k], trees[k], bytes[k]);
+    }
+    zbtPrefetchMany(t, m, len, 40);
+    zbtPrefetchMany(t, m, len, 1);
+    zbtPrefetchMany(t, m, len, 0);
+    for (int k = 0; k < 4; k++) {
+        assert_memory_equal(before[k], trees[k], bytes[k]);
+        check(trees[k]);
+        free(before[k]);
+    }
+    double s;
+    for (int i = 0; i < 40; i++) {
+        long n = (long)i * 7919 % 250000, have[4] = {0, 10, 200000, 50000};
+        assert_int_equal(zbtScore(t[i], m[i], len[i], &s), n < have[i % 4]);
+    }
+    for (int k = 0; k < 4; k++) zbtFree(trees[k]);
+}
+
 /* A fork child that saved a tree hands back its big allocations. */
 typedef struct dismissed {
     size_t bytes, calls;
@@ -930,6 +972,7 @@ int main(void) {
         cmocka_unit_test(test_index_grows_without_bursts),
         cmocka_unit_test(test_seek_and_version),
         cmocka_unit_test(test_reads_write_nothing_while_shared),
+        cmocka_unit_test(test_prefetch_many_reads_only),
         cmocka_unit_test(test_dismiss_gives_big_allocations),
         cmocka_unit_test(test_member_past_4gib),
         cmocka_unit_test(test_differential_million_ops),

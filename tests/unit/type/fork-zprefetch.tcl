@@ -1,0 +1,128 @@
+# Reading ahead for pipelined sorted-set commands (src/memberprefetch.c), on
+# our server alone.
+#
+# A client's pipeline is queued before it runs, and the fork looks the
+# members of queued ZSCORE, ZADD, ZINCRBY, ZREM, ZRANK, ZREVRANK and ZMSCORE
+# commands up in their big sorted sets ahead of time. It must change nothing
+# a client sees: the same pipelines, run with the read-ahead on
+# (prefetch-batch-max-size 16, the default) and off (0), give the same
+# replies and leave the same data, also when the pipeline itself deletes the
+# key, changes its type, switches databases, queues a MULTI, or sends
+# commands with the wrong arity or unknown options.
+
+start_server {tags {"fork zset"}} {
+    # One pipeline: every command written before any reply is read.
+    proc fzp_pipeline {cmds} {
+        set rd [valkey_deferring_client]
+        foreach c $cmds { $rd write [format_command {*}$c] }
+        $rd flush
+        set replies {}
+        foreach c $cmds {
+            if {[catch {$rd read} e]} { set e "ERR: $e" }
+            lappend replies $e
+        }
+        $rd close
+        return $replies
+    }
+
+    # A big sorted set of n members m:0..m:n-1 with random integer scores.
+    proc fzp_fill {key n} {
+        r del $key
+        for {set i 0} {$i < $n} {incr i 500} {
+            set args {}
+            for {set j $i} {$j < $i + 500 && $j < $n} {incr j} {
+                lappend args [expr {int(rand() * 100000)}] m:$j
+            }
+            r zadd $key {*}$args
+        }
+    }
+
+    # Random point commands on key, members drawn from 0..n+n/4 (some new).
+    proc fzp_random_cmds {key n count} {
+        set cmds {}
+        for {set i 0} {$i < $count} {incr i} {
+            set m m:[expr {int(rand() * ($n + $n / 4))}]
+            set s [expr {int(rand() * 100000)}]
+            switch [expr {int(rand() * 10)}] {
+                0 { lappend cmds [list zscore $key $m] }
+                1 { lappend cmds [list zadd $key $s $m] }
+                2 { lappend cmds [list zadd $key [lindex {nx xx gt lt} [expr {int(rand() * 4)}]] ch $s $m] }
+                3 { lappend cmds [list zadd $key incr $s $m] }
+                4 { lappend cmds [list zincrby $key $s $m] }
+                5 { lappend cmds [list zrem $key $m m:[expr {int(rand() * $n)}]] }
+                6 { lappend cmds [list zrank $key $m withscore] }
+                7 { lappend cmds [list zrevrank $key $m] }
+                8 { lappend cmds [list zmscore $key $m m:1 m:nope] }
+                9 { lappend cmds [list zscore $key $m] }
+            }
+        }
+        return $cmds
+    }
+
+    # Runs the same pipelines on fresh copies of the same data (made by the
+    # commands in setup), read-ahead on and off, and expects equal replies
+    # and equal data.
+    proc fzp_compare {setup pipelines} {
+        set results {}
+        foreach batch {16 0} {
+            r config set prefetch-batch-max-size $batch
+            r flushall
+            r select 9
+            foreach c $setup { r {*}$c }
+            set replies {}
+            foreach cmds $pipelines { lappend replies [fzp_pipeline $cmds] }
+            lappend results [list $replies [r debug digest]]
+        }
+        r config set prefetch-batch-max-size 16
+        assert_equal [lindex $results 0] [lindex $results 1]
+    }
+
+    r select 9
+    set n 5000
+    fzp_fill z $n
+    assert_encoding btree z
+    set ::fzp_payload [r dump z]
+
+    test {Pipelined point commands on a big sorted set: the same with and without read-ahead} {
+        set pipelines {}
+        for {set p 0} {$p < 40} {incr p} {
+            lappend pipelines [fzp_random_cmds z $n [expr {1 + int(rand() * 200)}]]
+        }
+        fzp_compare [list [list restore z 0 $::fzp_payload]] $pipelines
+    }
+
+    test {Read-ahead in a pipeline that deletes, retypes, moves and shrinks its key} {
+        set head [fzp_random_cmds z $n 10]
+        set tail [fzp_random_cmds z $n 10]
+        set pipelines {}
+        # Deleted halfway: the commands after it see no key.
+        lappend pipelines [concat $head {{del z}} $tail]
+        # Another type under the same name.
+        lappend pipelines [concat {{set z string}} $head {{del z}}]
+        # Back, then moved away by a queued SELECT and MULTI.
+        lappend pipelines [concat [list [list restore z 0 $::fzp_payload]] $head \
+            {{multi} {zadd z 1 m:new} {zscore z m:new} {exec}} \
+            {{select 10} {zscore z m:1} {zadd z 5 m:1} {select 9} {zscore z m:1}} $tail]
+        # Shrunk below the listpack threshold, then bigger again.
+        lappend pipelines [concat {{zremrangebyrank z 0 -100}} $head {{zunionstore z 1 z}} $tail]
+        # Wrong arity, unknown options and non-numeric scores.
+        lappend pipelines {{zscore z} {zadd z} {zadd z nx} {zadd z xx gt 1} {zincrby z 1} {zrem z}
+                           {zadd z bogus 1 m:1} {zadd z nan m:1} {zadd z 1 m:1 2} {zmscore z} {zscore z m:1}}
+        lappend pipelines [concat {{flushall}} $head]
+        fzp_compare [list [list restore z 0 $::fzp_payload]] $pipelines
+    }
+
+    test {Read-ahead over many keys, big and small, in one pipeline} {
+        fzp_fill big 2000
+        set setup [list [list restore z 0 $::fzp_payload] [list restore big 0 [r dump big]] \
+                       {zadd small 1 m:1 2 m:2} {set str x}]
+        set cmds {}
+        for {set i 0} {$i < 300} {incr i} {
+            set key [lindex {z big small str nokey} [expr {$i % 5}]]
+            lappend cmds [list zscore $key m:[expr {$i % 2500}]]
+            lappend cmds [list zincrby $key 1 m:[expr {$i % 2500}]]
+            lappend cmds [list zrem $key m:[expr {($i * 7) % 2500}]]
+        }
+        fzp_compare $setup [list $cmds]
+    }
+}
