@@ -73,18 +73,36 @@ static void initTables(void) {
     tablesReady = 1;
 }
 
-/* The smallest alphabet that holds every character of m, or -1. */
+/* The smallest alphabet that holds every character of m, or -1. Four
+ * running masks and no early exit: the loop is on every lookup's path
+ * (SISMEMBER, SADD), and one mask would chain each step to the one before. */
 static int alphabetOf(const unsigned char *m, size_t len) {
-    unsigned mask = (1 << ALPHABETS) - 1;
-    for (size_t i = 0; i < len && mask; i++) mask &= inAlphabets[m[i]];
+    unsigned a = 7, b = 7, c = 7, d = 7;
+    size_t i = 0;
+    for (; i + 4 <= len; i += 4) {
+        a &= inAlphabets[m[i]];
+        b &= inAlphabets[m[i + 1]];
+        c &= inAlphabets[m[i + 2]];
+        d &= inAlphabets[m[i + 3]];
+    }
+    for (; i < len; i++) a &= inAlphabets[m[i]];
+    unsigned mask = a & b & c & d & ((1 << ALPHABETS) - 1);
     return mask ? __builtin_ctz(mask) : -1;
 }
 
-static void pack(const unsigned char *m, size_t len, int a, unsigned char *out) {
-    const uint8_t *pl = place[a];
-    int bits = 4 + a, held = 0;
+/* Eight characters of `bits` bits each make `bits` whole bytes: whole
+ * groups are packed in a word with no branch (bits is a constant in each
+ * caller below, so the loops unroll), the rest as they come. */
+static inline void packBits(const unsigned char *m, size_t len, const uint8_t *pl, int bits, unsigned char *out) {
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t group = 0;
+        for (int k = 0; k < 8; k++) group = (group << bits) | pl[m[i + k]];
+        for (int k = bits - 1; k >= 0; k--) *out++ = (unsigned char)(group >> (8 * k));
+    }
+    int held = 0;
     uint32_t acc = 0;
-    for (size_t i = 0; i < len; i++) {
+    for (; i < len; i++) {
         acc = (acc << bits) | pl[m[i]];
         held += bits;
         if (held >= 8) {
@@ -93,6 +111,14 @@ static void pack(const unsigned char *m, size_t len, int a, unsigned char *out) 
         }
     }
     if (held) *out = (unsigned char)(acc << (8 - held));
+}
+
+static void pack(const unsigned char *m, size_t len, int a, unsigned char *out) {
+    switch (a) {
+    case 0: packBits(m, len, place[0], 4, out); break;
+    case 1: packBits(m, len, place[1], 5, out); break;
+    default: packBits(m, len, place[2], 6, out); break;
+    }
 }
 
 static void unpack(const unsigned char *in, size_t n, int a, unsigned char *out) {
