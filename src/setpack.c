@@ -77,7 +77,8 @@ static void initTables(void) {
  * running masks and no early exit: the loop is on every lookup's path
  * (SISMEMBER, SADD), and one mask would chain each step to the one before. */
 static int alphabetOf(const unsigned char *m, size_t len) {
-    unsigned a = 7, b = 7, c = 7, d = 7;
+    const unsigned all = (1 << ALPHABETS) - 1;
+    unsigned a = all, b = all, c = all, d = all;
     size_t i = 0;
     for (; i + 4 <= len; i += 4) {
         a &= inAlphabets[m[i]];
@@ -86,7 +87,7 @@ static int alphabetOf(const unsigned char *m, size_t len) {
         d &= inAlphabets[m[i + 3]];
     }
     for (; i < len; i++) a &= inAlphabets[m[i]];
-    unsigned mask = a & b & c & d & ((1 << ALPHABETS) - 1);
+    unsigned mask = a & b & c & d;
     return mask ? __builtin_ctz(mask) : -1;
 }
 

@@ -187,6 +187,12 @@ static inline void **kids(const zbtInner *p) { return (void **)(mins(p) + p->cap
 /* Bytes of a leaf worth fetching before its header is read (findMember). */
 #define LEAF_AHEAD (ZBT_LEAF_BYTES * 3 / 4)
 
+/* Asks for a leaf's first LEAF_AHEAD bytes at once: what a scan of it reads
+ * first, before its header says how far its entries reach. */
+static inline void prefetchLeafHead(const void *leaf) {
+    for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)leaf + line);
+}
+
 /* A leaf below 40% after a delete is merged or evened out with a
  * neighbour; 40% rather than 50% so that a leaf just split in two does not
  * merge back at its next delete. */
@@ -606,6 +612,12 @@ static inline void setArena(zbt *t, leafArena *a) { t->leaves[0] = (zbtLeaf *)a;
 
 static inline zbtLeaf *arenaSlot(const leafArena *a, uint32_t id) {
     return (zbtLeaf *)(a->chunk[id / ARENA_CHUNK_LEAVES] + (size_t)(id % ARENA_CHUNK_LEAVES) * ZBT_LEAF_BYTES);
+}
+
+/* The leaf of a live id, given the tree's arena (arenaOf, NULL for none),
+ * which a caller looking up several ids reads once. */
+static inline zbtLeaf *leafById(const zbt *t, const leafArena *a, uint32_t id) {
+    return a ? arenaSlot(a, id) : leafAt(t, id);
 }
 
 /* Chunks that hold ids 0 .. ids - 1. */
@@ -1420,7 +1432,7 @@ static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsi
         __builtin_prefetch(q);
         for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
     } else {
-        for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)node + line);
+        prefetchLeafHead(node);
     }
     return node;
 }
@@ -1525,13 +1537,13 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     memberTail tail = tailOf(m, len);
     const leafArena *a = arenaOf(t);
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
-        zbtLeaf *l = a ? arenaSlot(a, id) : leafAt(t, id);
+        zbtLeaf *l = leafById(t, a, id);
         /* The scan reads most of the leaf: its first three quarters are
          * asked for at once, the rest only as far as its entries reach,
          * once the header says so. A line fetched for nothing cost ZSCORE
          * 5% at pipeline 16 (utils/bench/side-by-side, build against
          * build). */
-        for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)l + line);
+        prefetchLeafHead(l);
         size_t end = offsetof(zbtLeaf, data) + l->used;
         for (size_t line = LEAF_AHEAD; line < end; line += 64) __builtin_prefetch((const char *)l + line);
         if (leafFindMember(l, m, len, tail, p)) return 1;
@@ -1950,9 +1962,7 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
         zmiIter iter;
         uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
         if (!id) continue;
-        const leafArena *a = arenaOf(t[i]);
-        const char *l = (const char *)(a ? arenaSlot(a, id) : leafAt(t[i], id));
-        for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch(l + line);
+        prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
     }
 }
 
