@@ -14,26 +14,31 @@
  * two misses one after the other, and a pipeline of such commands waits for
  * every one in turn. Here the queue's members are looked up ahead, together
  * (zbtPrefetchMany), so that their misses overlap and each command finds its
- * lines in the cache when it runs. Big sets' keyed trees are left out: read
- * ahead, they were slower (see zbtPrefetchMany).
+ * lines in the cache when it runs. A big set's SISMEMBER, SADD and SREM
+ * are read ahead likewise, in its keyed tree's hints (zbtree.c, keyHints):
+ * their members in the form the tree stores them (setpack.c).
  *
- * The batch is three arrays on the stack, up to ZBT_PREFETCH_MAX entries:
- * the tree, the member and its length.
+ * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
+ * tree, the member and its length, and room for a set member's stored form.
  *
  * It is a hint and nothing else: it reads the keyspace and the trees as they
- * are before the queue runs, writes nothing to either (a fork child may share
- * their pages), and no command does anything differently for it. A command
- * it misreads (a key a queued SELECT makes another) only costs its lines.
+ * are before the queue runs and writes nothing to either but a keyed tree's
+ * count of lookups read ahead, and that not while a fork child shares their
+ * pages. A command it misreads (a key a queued SELECT makes another) only
+ * costs its lines, and a keyed tree's lookup that was not read ahead one
+ * check of a hint.
  * `prefetch-batch-max-size` bounds it as it bounds upstream's batch (0 or 1
  * turns both off).
  */
 
 #include "server.h"
+#include "setpack.h"
 
 typedef struct memberBatch {
     zbt *tree[ZBT_PREFETCH_MAX];
     const unsigned char *m[ZBT_PREFETCH_MAX];
     size_t len[ZBT_PREFETCH_MAX];
+    unsigned char stored[ZBT_PREFETCH_MAX][SPK_ENC_BUF]; /* big sets' members */
     size_t n, max;
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
@@ -64,7 +69,10 @@ static int memberArgs(const struct serverCommand *cmd, robj **argv, int argc, in
         while (*first < argc && sdsEncodedObject(argv[*first]) && isZaddOption(objectGetVal(argv[*first]))) (*first)++;
         (*first)++; /* the score */
         *step = 2;
-    } else if (proc != zremCommand && proc != zmscoreCommand) {
+    } else if (proc == sismemberCommand) {
+        *end = 3;
+    } else if (proc != zremCommand && proc != zmscoreCommand && proc != saddCommand && proc != sremCommand &&
+               proc != smismemberCommand) {
         return 0;
     }
     return *first < argc;
@@ -79,7 +87,9 @@ static zbt *treeOf(memberBatch *b, client *c, robj *keyobj) {
         b->lastVal = dbFind(c->db, key);
     }
     robj *o = b->lastVal;
-    return o && o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_BTREE ? objectGetVal(o) : NULL;
+    if (!o || o->encoding != OBJ_ENCODING_BTREE) return NULL;
+    if (o->type == OBJ_ZSET) return objectGetVal(o);
+    return o->type == OBJ_SET && !setBtreeIsIntegers(o) ? objectGetVal(o) : NULL;
 }
 
 static void addCommand(memberBatch *b, client *c, const struct serverCommand *cmd, robj **argv, int argc) {
@@ -87,12 +97,26 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
     zbt *t = treeOf(b, c, argv[1]);
     if (!t) return;
+    /* SMISMEMBER on a big set looks its members up side by side already. */
+    if (zbtIsKeyed(t) && cmd->proc == smismemberCommand) return;
     for (int j = first; j < end && b->n < b->max; j += step) {
         if (!sdsEncodedObject(argv[j])) continue;
-        sds member = objectGetVal(argv[j]);
+        const unsigned char *member = (const unsigned char *)objectGetVal(argv[j]);
+        size_t len = sdslen(objectGetVal(argv[j]));
+        if (zbtIsKeyed(t)) {
+            /* A keyed tree holds a member's stored form (setpack.c); one
+             * that would take an allocation is left out. */
+            const unsigned char *out;
+            len = spkEncode(member, len, b->stored[b->n], &out);
+            if (out != member && out != b->stored[b->n]) {
+                spkRelease(out, member, b->stored[b->n]);
+                continue;
+            }
+            member = out;
+        }
         b->tree[b->n] = t;
-        b->m[b->n] = (const unsigned char *)member;
-        b->len[b->n++] = sdslen(member);
+        b->m[b->n] = member;
+        b->len[b->n++] = len;
     }
 }
 

@@ -207,6 +207,35 @@ static inline void prefetchLeafHead(const void *leaf) {
  * per insert (1M random inserts: 13% slower, 1.7x the reference still). */
 #define ZBT_ARENA_SHARE_FILL_PCT 98
 
+/* Leaf hints of a big keyed tree: from a key's top bits to the leaf that
+ * the last lookup of a key there, read ahead, arrived at.
+ *
+ *    +--------+-------+--------------------------------+
+ *    | nslots | ahead | leaf[nslots]                   |
+ *    +--------+-------+--------------------------------+
+ *        4        4     4 each: a leaf id, 0 for none
+ *
+ * The key k's slot is (k * nslots) >> ZBT_KEY_BITS. A pipeline's lookups,
+ * read ahead (zbtPrefetchMany), ask for their slots, then for the leaf
+ * table's entries the slots name, then for the leaves, all side by side;
+ * then each lookup scans the leaf its hint names instead of descending.
+ * `ahead` counts the lookups read ahead and not yet made: a lookup alone
+ * descends (see readAhead).
+ *
+ * Nothing keeps a hint exact, so a write costs nothing more. A hint is an
+ * id, which stays a leaf's while the leaf moves: the leaf table gives a
+ * live leaf for it or says the id is free. A lookup that finds a live leaf
+ * there keeps what it finds in it when its key lies strictly inside the
+ * leaf's keys (the first key below, an entry beyond): keys only grow along
+ * the chain, so no other leaf can hold the member. Otherwise (the leaf
+ * split, merged, or its id went to another) it descends and rewrites the
+ * slot, unless a fork child shares the pages. */
+typedef struct keyHints {
+    uint32_t nslots;
+    uint32_t ahead;
+    uint32_t leaf[];
+} keyHints;
+
 /* Fields are ordered by size, so that the struct takes a 160-byte
  * allocation: a set just past its listpack pays for every byte of it. */
 struct zbt {
@@ -220,7 +249,8 @@ struct zbt {
      * carried up, and where the tail's last entry is (offset, and the score
      * before it), valid while lastVersion == version. */
     zbtLeaf *pendingLeaf;
-    unsigned long pendingCount;
+    uint32_t pendingCount; /* At most a leaf's entries. */
+    uint32_t nfree;        /* Free ids below nids. */
     uint64_t version, lastVersion;
     double lastPrev;
     /* The entry last found or positioned on, valid while foundVersion ==
@@ -231,11 +261,11 @@ struct zbt {
     uint64_t foundVersion, foundHash;
     zbtLeaf *foundLeaf;
     double foundPrev;
+    keyHints *hints; /* A big keyed tree's leaves by key (see keyHints). */
     uint32_t nids, idcap, freeid;
-    uint32_t nfree; /* Free ids below nids. */
-    int appendDir;
     uint16_t lastOff;
     uint16_t foundIdx, foundOff, foundPrevOff;
+    int8_t appendDir;
     uint8_t height; /* 0 when the root is a leaf. */
     uint8_t foundHashed;
 };
@@ -705,7 +735,8 @@ static void leafDrop(zbt *t, zbtLeaf *l) {
     *leafSlot(t, l->id) = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
     t->freeid = l->id;
     t->nfree++;
-    if (!arenaOf(t)) tfree(t, l);
+    if (arenaOf(t)) l->parent = NULL; /* gone, to a keyed tree's hints */
+    else tfree(t, l);
 }
 
 static size_t innerBytes(int cap) {
@@ -821,7 +852,10 @@ static void arenaOn(zbt *t) {
     leafArena *a = arenaReserve(t, t->nids);
     for (uint32_t id = 1; id < t->nids; id++) {
         zbtLeaf *l = leafAt(t, id);
-        if ((uintptr_t)l & 1) continue;
+        if ((uintptr_t)l & 1) {
+            arenaSlot(a, id)->parent = NULL; /* see leafDrop */
+            continue;
+        }
         leafCopy(t, l, arenaSlot(a, id), ZBT_LEAF_BYTES);
         tfree(t, l);
     }
@@ -954,19 +988,19 @@ static void keyedShrink(zbt *t) {
     *leafSlot(t, id) = l;
 }
 
-static void tendKeyed(zbt *t) {
+static void keyedGiveBack(zbt *t) {
     while (idsToGiveBack(t)) keyedShrink(t);
     leafTableShrink(t);
 }
 
-static void tendSlow(zbt *t) {
+static void tendSlow(zbt *t, uint32_t off) {
     leafArena *a = arenaOf(t);
     uint32_t live = t->nids - 1 - t->nfree;
     if (!a) {
         arenaOn(t);
         return;
     }
-    if (live < ZBT_ARENA_OFF) {
+    if (live < off) {
         arenaOff(t);
         return;
     }
@@ -974,19 +1008,63 @@ static void tendSlow(zbt *t) {
     arenaTrim(t, a, chunksFor(t->nids));
 }
 
+/* Set while a fork child shares the server's pages: a read then writes
+ * nothing to a tree (a write to its struct would copy that page for every
+ * tree read, where upstream's reads copy nothing). */
+static int pagesShared;
+
+/* A keyed tree keeps its leaves in an arena, and hints to them, from this
+ * many leaves on (about 50,000 members, a tree of about a megabyte, whose
+ * lines a pipeline's lookups no longer find in the cache), until it has
+ * fewer than KEYED_ARENA_OFF. */
+#define KEYED_ARENA_ON 2048
+#define KEYED_ARENA_OFF 1024
+
+static inline uint32_t hintSlot(double key, uint32_t n) {
+    return (uint32_t)(((uint64_t)(uint32_t)key * n) >> ZBT_KEY_BITS);
+}
+
+/* Four slots a leaf: a slot over two leaves holds one of them. */
+#define HINTS_PER_LEAF 4
+
+/* A table for a tree of `live` leaves, or none outside an arena; its slots
+ * take the hints of the old table's slots over the same keys. */
+static void hintsResize(zbt *t, uint32_t live) {
+    keyHints *old = t->hints, *h = NULL;
+    if (arenaOf(t)) {
+        uint32_t nslots = live * HINTS_PER_LEAF;
+        h = talloc(t, sizeof(*h) + sizeof(uint32_t) * nslots);
+        h->nslots = nslots;
+        h->ahead = 0;
+        for (uint32_t i = 0; i < nslots; i++) h->leaf[i] = old ? old->leaf[(uint64_t)i * old->nslots / nslots] : 0;
+    }
+    if (old) tfree(t, old);
+    t->hints = h;
+}
+
+/* A keyed tree: into its arena, or out, and its hints resized when it has
+ * doubled or halved since. */
+static void tendKeyed(zbt *t) {
+    uint32_t live = t->nids - 1 - t->nfree;
+    if (arenaOf(t) ? live < KEYED_ARENA_OFF || idsToGiveBack(t) : live >= KEYED_ARENA_ON)
+        tendSlow(t, KEYED_ARENA_OFF);
+    else if (!arenaOf(t) && idsToGiveBack(t))
+        keyedGiveBack(t);
+    uint32_t have = t->hints ? t->hints->nslots : 0;
+    if (arenaOf(t) ? have < live * (HINTS_PER_LEAF / 2) || have > live * (HINTS_PER_LEAF * 2) : have != 0)
+        hintsResize(t, live);
+}
+
 /* Run as a write returns: takes a tree into its arena, or out, and keeps
  * the arena's free ids few. */
 static inline void tend(zbt *t) {
-    /* A keyed tree finds no leaf by id (it has no index to ask for one):
-     * its leaves stay sized to what they hold, and only its ids are kept
-     * few, so that its table shrinks with it. */
     if (!t->index) {
-        if (idsToGiveBack(t)) tendKeyed(t);
+        tendKeyed(t);
         return;
     }
     uint32_t live = t->nids - 1 - t->nfree;
     if (arenaOf(t) ? live < ZBT_ARENA_OFF || idsToGiveBack(t) : live >= ZBT_ARENA_ON)
-        tendSlow(t);
+        tendSlow(t, ZBT_ARENA_OFF);
 }
 
 /* --- Structure: adding and removing children --- */
@@ -1402,6 +1480,17 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
     return node;
 }
 
+/* Asks for the header, minimum scores and children of a node below the
+ * root: it has ZBT_INNER_FANOUT places, so where they lie is known before
+ * its header is read, and all three are asked for at once. */
+static inline void prefetchInner(const void *node) {
+    const char *q = node;
+    const size_t from = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
+                 end = from + ZBT_INNER_FANOUT * (sizeof(double) + sizeof(void *));
+    __builtin_prefetch(q);
+    for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
+}
+
 /* One level of descendKey in a keyed tree, whose nodes a lookup mostly
  * finds out of the cache (hashes scatter the lookups): each node's minimum
  * scores are asked for at once, and the next node's or the leaf's lines, so
@@ -1422,18 +1511,8 @@ static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsi
     int base = below ? below - 1 : 0;
     while (__builtin_expect(base + 1 < n && mn[base + 1] == s, 0) && childAtOrBefore(p, base + 1, s, m, len)) base++;
     void *node = kids(p)[base];
-    if (level > 1) {
-        /* A node below the root has ZBT_INNER_FANOUT places, so where its
-         * minimum scores and children lie is known before its header is
-         * read: all three are asked for at once, not one after another. */
-        const char *q = node;
-        const size_t from = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
-                     end = from + ZBT_INNER_FANOUT * (sizeof(double) + sizeof(void *));
-        __builtin_prefetch(q);
-        for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
-    } else {
-        prefetchLeafHead(node);
-    }
+    if (level > 1) prefetchInner(node);
+    else prefetchLeafHead(node);
     return node;
 }
 
@@ -1526,12 +1605,43 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
     return 0;
 }
 
+/* Is this lookup one that was read ahead? Hints are for those only. Alone,
+ * a hint's slot and the leaf table's are two misses before the leaf's,
+ * where a descent's upper levels are in the cache (1M members, pipeline 1:
+ * SADD 7% slower taking every hint); and rewriting the slots at every
+ * lookup cost 10% at pipeline 16 without reading ahead. */
+static inline int readAhead(const zbt *t) {
+    keyHints *h = t->hints;
+    if (!h || !h->ahead || pagesShared) return 0;
+    h->ahead--;
+    return 1;
+}
+
+/* The live leaf the hints name for key, or NULL. */
+static inline zbtLeaf *hintedLeaf(const zbt *t, double key) {
+    keyHints *h = t->hints;
+    uint32_t id = h->leaf[hintSlot(key, h->nslots)];
+    if (!id || id >= t->nids) return NULL;
+    zbtLeaf *l = arenaSlot(arenaOf(t), id);
+    return l->parent ? l : NULL; /* a free id's slot has none (leafDrop) */
+}
+
 /* Finds the member through the index: each leaf the index names for its
- * hash is scanned once. */
+ * hash is scanned once. A keyed tree's member is in the leaf its hints
+ * name, when it holds the key strictly inside, or else where a descent
+ * arrives. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
     if (!t->index) {
         double key = hashKey(h);
-        return leafSeekKey(descendKeyed(t, key, m, len), key, m, len, p);
+        int ahead = readAhead(t);
+        zbtLeaf *l = ahead ? hintedLeaf(t, key) : NULL;
+        if (l) {
+            int found = leafSeekKey(l, key, m, len, p);
+            if (found || (p->idx < l->count && entryScore(l->data, l->data[0] >> 5, 0.0) < key)) return found;
+        }
+        l = descendKeyed(t, key, m, len);
+        if (ahead) t->hints->leaf[hintSlot(key, t->hints->nslots)] = l->id;
+        return leafSeekKey(l, key, m, len, p);
     }
     zmiIter iter;
     memberTail tail = tailOf(m, len);
@@ -1550,11 +1660,6 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     }
     return 0;
 }
-
-/* Set while a fork child shares the server's pages: a read then writes
- * nothing to a tree (a write to its struct would copy that page for every
- * tree read, where upstream's reads copy nothing). */
-static int pagesShared;
 
 void zbtSetPagesShared(int shared) {
     pagesShared = shared;
@@ -1885,6 +1990,7 @@ void zbtFree(zbt *t) {
     }
     leafTableFree(t);
     if (t->index) zmiFree(t->index);
+    zfree(t->hints);
     zfree(t);
 }
 
@@ -1942,27 +2048,49 @@ void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *l
  * the lookups runs: the commands of a pipeline, queued in their client
  * (memberprefetch.c). Each lookup alone waits for two misses, the index
  * slot and then the leaf it names; asked for together, first every slot,
- * then every leaf, the misses of all of them overlap. Only reads the trees.
+ * then every leaf, the misses of all of them overlap.
  *
- * Keyed trees are passed over: their descent read ahead the same way, level
- * by level, made SISMEMBER and SADD slower at pipeline 16 (1M members, 3
- * rounds: 1.19 -> 1.36 and 1.65 -> 1.83 us of CPU an op), so the work of a
- * second descent costs more than the misses it hides. */
+ * A keyed tree's lookups go the same way through its hints (keyHints): the
+ * slots, the leaves they name, then the leaves' parents, which an insert or
+ * a delete changes. Each counts as read ahead, so that its lookup takes the
+ * hint. Descending ahead instead, level by level, made SISMEMBER and SADD
+ * slower at pipeline 16 (1M members, 3 rounds: 1.19 -> 1.36 and 1.65 ->
+ * 1.83 us of CPU an op): the work of a second descent cost more than the
+ * misses it hid. */
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n) {
     if (n > ZBT_PREFETCH_MAX) n = ZBT_PREFETCH_MAX;
     uint64_t h[ZBT_PREFETCH_MAX];
     for (size_t i = 0; i < n; i++) {
-        if (!t[i]->index) continue;
         h[i] = memberHash(m[i], len[i]);
-        zmiPrefetch(t[i]->index, h[i]);
+        keyHints *kh = t[i]->hints;
+        if (t[i]->index) {
+            zmiPrefetch(t[i]->index, h[i]);
+        } else if (kh) {
+            __builtin_prefetch(&kh->leaf[hintSlot(hashKey(h[i]), kh->nslots)]);
+        }
     }
     /* A member not in the index (a new one) names no leaf. */
     for (size_t i = 0; i < n; i++) {
-        if (!t[i]->index) continue;
-        zmiIter iter;
-        uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
-        if (!id) continue;
-        prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
+        keyHints *kh = t[i]->hints;
+        if (t[i]->index) {
+            zmiIter iter;
+            uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
+            if (id) prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
+        } else if (kh) {
+            uint32_t id = kh->leaf[hintSlot(hashKey(h[i]), kh->nslots)];
+            if (id && id < t[i]->nids) prefetchLeafHead(arenaSlot(arenaOf(t[i]), id));
+            if (!pagesShared && kh->ahead < 2 * ZBT_PREFETCH_MAX) kh->ahead++;
+        }
+    }
+    /* A write goes up from the leaf through its parent, whose children and
+     * counts it finds and changes: asked for once the leaf's header is in. */
+    for (size_t i = 0; i < n; i++) {
+        keyHints *kh = t[i]->hints;
+        if (t[i]->index || !kh) continue;
+        uint32_t id = kh->leaf[hintSlot(hashKey(h[i]), kh->nslots)];
+        if (!id || id >= t[i]->nids) continue;
+        const zbtInner *p = arenaSlot(arenaOf(t[i]), id)->parent;
+        if (p) prefetchInner(p);
     }
 }
 
@@ -2243,6 +2371,7 @@ void zbtAppendDone(zbt *t) {
     settle(t);
     leafFit(t, t->head, t->head->used);
     leafFit(t, t->tail, t->tail->used);
+    if (!t->index) tendKeyed(t);
     t->version++;
 }
 
@@ -2719,6 +2848,8 @@ zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
     if (a) setArena(t, a);
+    keyHints *h = t->hints ? fn(t->hints) : NULL;
+    if (h) t->hints = h;
     if (t->index) {
         zmiDefrag(t->index, fn);
         zmi *ix = fn(t->index);
@@ -2769,6 +2900,7 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     zbtLeaf ***blocks = tableBlocksOf(t);
     for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
+    if (t->hints && zmalloc_size(t->hints) >= min) fn(t->hints, zmalloc_size(t->hints));
     if (t->index) zmiDismiss(t->index, min, fn);
 }
 
@@ -2961,10 +3093,18 @@ static int checkAll(checkState *st) {
         CHECK(a->nchunks == chunksFor(t->nids), "%u chunks for %u ids", a->nchunks, t->nids);
         st->bytes += zmalloc_size((void *)a);
         for (uint32_t i = 0; i < a->nchunks; i++) st->bytes += zmalloc_size(a->chunk[i]);
+        for (uint32_t id = 1; id < t->nids; id++)
+            CHECK(!((uintptr_t)leafAt(t, id) & 1) || !arenaSlot(a, id)->parent, "free id %u has a parent", id);
     } else {
-        CHECK(!t->index || leafCount < ZBT_ARENA_ON, "%zu leaves, none in an arena", leafCount);
+        CHECK(leafCount < (t->index ? ZBT_ARENA_ON : KEYED_ARENA_ON), "%zu leaves, none in an arena", leafCount);
+    }
+    if (!t->index) {
+        uint32_t nslots = t->hints ? t->hints->nslots : 0;
+        CHECK(a ? nslots >= leafCount * (HINTS_PER_LEAF / 2) && nslots <= leafCount * HINTS_PER_LEAF * 2 : !nslots,
+              "%u hint slots for %zu leaves", nslots, leafCount);
     }
     st->bytes += zmalloc_size(t) + leafTableBytes(t);
+    if (t->hints) st->bytes += zmalloc_size(t->hints);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
     if (!t->index) return 1; /* a keyed tree: the order is the check */
     const char *ixErr = zmiCheck(t->index);

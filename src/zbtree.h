@@ -101,7 +101,9 @@ int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c);
 /* For a keyed tree: found[i] is 1 when m[i] is a member, else 0. */
 void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *len, size_t n, int *found);
 /* Reads ahead for lookups of m[i] in t[i] about to come (at most
- * ZBT_PREFETCH_MAX are used; keyed trees are passed over). */
+ * ZBT_PREFETCH_MAX are used; a keyed tree's m[i] is the stored form). The
+ * lookups that follow are best made in the same order, one each. Writes
+ * nothing while pages are shared. */
 #define ZBT_PREFETCH_MAX 16
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n);
 int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
