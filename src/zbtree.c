@@ -735,8 +735,10 @@ static void leafDrop(zbt *t, zbtLeaf *l) {
     *leafSlot(t, l->id) = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
     t->freeid = l->id;
     t->nfree++;
-    if (arenaOf(t)) l->parent = NULL; /* gone, to a keyed tree's hints */
-    else tfree(t, l);
+    if (arenaOf(t))
+        l->parent = NULL; /* gone, to a keyed tree's hints */
+    else
+        tfree(t, l);
 }
 
 static size_t innerBytes(int cap) {

@@ -830,7 +830,10 @@ static void test_keyed_hints_read_ahead(void **state) {
             for (int i = 0; i < 16; i++) {
                 long k = atol((const char *)m[i] + 1);
                 double score;
-                int op = phase == 0 ? 1 : phase == 2 ? (i % 4 ? 2 : 0) : (int)(i % 3);
+                /* 0 looks up, 1 inserts, 2 deletes. */
+                int op = (int)(i % 3);
+                if (phase == 0) op = 1;
+                if (phase == 2) op = i % 4 ? 2 : 0;
                 if (op == 0) {
                     assert_int_equal(zbtScore(t, m[i], len[i], &score), in[k]);
                 } else if (op == 1) {

@@ -1,9 +1,11 @@
-# Reading ahead for pipelined sorted-set commands (src/memberprefetch.c), on
-# our server alone.
+# Reading ahead for pipelined sorted-set and set commands
+# (src/memberprefetch.c), on our server alone.
 #
 # A client's pipeline is queued before it runs, and the fork looks the
 # members of queued ZSCORE, ZADD, ZINCRBY, ZREM, ZRANK, ZREVRANK and ZMSCORE
-# commands up in their big sorted sets ahead of time. It must change nothing
+# commands up in their big sorted sets ahead of time, and those of SISMEMBER,
+# SADD and SREM in the hints of big sets (past 2,048 leaves, some 50,000
+# members, a set's lookups take the leaf a hint names). It must change nothing
 # a client sees: the same pipelines, run with the read-ahead on
 # (prefetch-batch-max-size 16, the default) and off (0), give the same
 # replies and leave the same data, also when the pipeline itself deletes the
@@ -124,5 +126,70 @@ start_server {tags {"fork zset"}} {
             lappend cmds [list zrem $key m:[expr {($i * 7) % 2500}]]
         }
         fzp_compare $setup [list $cmds]
+    }
+
+    # A big set of n 24-character members, past the size where its tree
+    # keeps hints (KEYED_ARENA_ON leaves).
+    proc fzp_member {i} { return [format "member-%010d-abcdefg" $i] }
+    proc fzp_sfill {key n} {
+        r del $key
+        for {set i 0} {$i < $n} {incr i 1000} {
+            set args {}
+            for {set j $i} {$j < $i + 1000 && $j < $n} {incr j} { lappend args [fzp_member $j] }
+            r sadd $key {*}$args
+        }
+    }
+    proc fzp_random_set_cmds {key n count} {
+        set cmds {}
+        for {set i 0} {$i < $count} {incr i} {
+            set m [fzp_member [expr {int(rand() * ($n + $n / 4))}]]
+            switch [expr {int(rand() * 6)}] {
+                0 - 1 { lappend cmds [list sismember $key $m] }
+                2 { lappend cmds [list sadd $key $m] }
+                3 { lappend cmds [list srem $key $m [fzp_member [expr {int(rand() * $n)}]]] }
+                4 { lappend cmds [list smismember $key $m [fzp_member 1] nope] }
+                5 { lappend cmds [list sadd $key $m [fzp_member [expr {$n + int(rand() * $n)}]]] }
+            }
+        }
+        return $cmds
+    }
+
+    set sn 80000
+    fzp_sfill s $sn
+    assert_encoding btree s
+    set ::fzp_spayload [r dump s]
+
+    test {Pipelined SISMEMBER, SADD and SREM on a big set: the same with and without read-ahead} {
+        set pipelines {}
+        for {set p 0} {$p < 40} {incr p} {
+            lappend pipelines [fzp_random_set_cmds s $sn [expr {1 + int(rand() * 200)}]]
+        }
+        # Many adds and removes in one pipeline: leaves split, merge and
+        # take other ids under the hints.
+        set churn {}
+        for {set i 0} {$i < 3000} {incr i} {
+            lappend churn [list srem s [fzp_member [expr {$i * 13}]]]
+            lappend churn [list sadd s [fzp_member [expr {$sn + $i}]]]
+            lappend churn [list sismember s [fzp_member [expr {$i * 13 + 1}]]]
+        }
+        lappend pipelines $churn
+        fzp_compare [list [list restore s 0 $::fzp_spayload]] $pipelines
+    }
+
+    test {Set read-ahead in a pipeline that deletes, retypes, moves and shrinks its key} {
+        set head [fzp_random_set_cmds s $sn 10]
+        set tail [fzp_random_set_cmds s $sn 10]
+        set pipelines {}
+        lappend pipelines [concat $head {{del s}} $tail]
+        lappend pipelines [concat {{set s string}} $head {{del s}}]
+        lappend pipelines [concat [list [list restore s 0 $::fzp_spayload]] $head \
+            {{multi} {sadd s new} {sismember s new} {exec}} \
+            [list {select 10} [list sismember s [fzp_member 1]] {sadd s x} {select 9} [list srem s [fzp_member 1]]] $tail]
+        # Replaced by a small set, then by an integer set.
+        lappend pipelines [concat [list [list sadd t a [fzp_member 1] [fzp_member 2]] {sinterstore s s t}] $head \
+            {{del s} {sadd s 1 2 3}} $tail]
+        lappend pipelines {{sismember s} {sadd s} {srem s} {sismember s a b}}
+        lappend pipelines [concat {{flushall}} $head]
+        fzp_compare [list [list restore s 0 $::fzp_spayload]] $pipelines
     }
 }
