@@ -96,9 +96,9 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     int first, step, end;
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
     zbt *t = treeOf(b, c, argv[1]);
-    if (!t) return;
-    /* SMISMEMBER on a big set looks its members up side by side already. */
-    if (zbtIsKeyed(t) && cmd->proc == smismemberCommand) return;
+    /* A set too small for hints is left alone, its members not encoded;
+     * SMISMEMBER on a big set looks its members up side by side already. */
+    if (!t || !zbtReadsAhead(t) || (zbtIsKeyed(t) && cmd->proc == smismemberCommand)) return;
     for (int j = first; j < end && b->n < b->max; j += step) {
         if (!sdsEncodedObject(argv[j])) continue;
         const unsigned char *member = (const unsigned char *)objectGetVal(argv[j]);

@@ -106,6 +106,9 @@ void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *l
  * nothing while pages are shared. */
 #define ZBT_PREFETCH_MAX 16
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n);
+/* Whether zbtPrefetchMany does anything for t's lookups: a sorted set's
+ * always; a keyed tree's once it has hints (a few thousand leaves). */
+int zbtReadsAhead(const zbt *t);
 int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
 
 /* ZADD's check and insert with one hash and one probe of the index:

@@ -772,7 +772,10 @@ static void test_keyed_alloc_size(void **state) {
      * bytes a member (24 with small nodes, whose headers weigh more); with
      * an index, 8 bytes and more on top. */
     if (full > (size_t)n * (ZBT_LEAF_BYTES >= 512 ? 16 : 24)) fail_msg("%zu bytes for %ld members", full, n);
-    assert_true(full + (size_t)n * 7 <= zbtAllocSize(plain)); /* less a keyed tree's hints */
+    /* Less a keyed tree's hints, and its leaves' looser fill in an arena
+     * (ZBT_ARENA_SHARE_FILL_PCT): 8.3 bytes a member, 6.4 with small
+     * leaves. */
+    assert_true(full + (size_t)n * 6 <= zbtAllocSize(plain));
     /* Deletes give bytes back as they go, and all of them at the end. In
      * an arena (200,000 members are past KEYED_ARENA_ON leaves) a leaf's
      * bytes go back when merges have freed enough ids to give the top ones
