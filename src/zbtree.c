@@ -175,8 +175,11 @@ typedef struct zbtInner {
     struct zbtInner *parent;
     uint16_t n, cap;
     uint8_t level;
+    uint16_t at; /* Where it was last found among its parent's children. */
     /* unsigned long count[cap]; double minscore[cap]; void *child[cap]; */
 } zbtInner;
+
+_Static_assert(sizeof(zbtInner) == 16, "an inner node's header outgrew its 16 bytes");
 
 static inline unsigned long *cnt(const zbtInner *p) { return (unsigned long *)(p + 1); }
 static inline double *mins(const zbtInner *p) { return (double *)(cnt(p) + p->cap); }
@@ -804,10 +807,22 @@ static double leafFirstScore(const zbtLeaf *l) {
     return it.score;
 }
 
+/* Where an inner node is among its parent's children: where a write found
+ * it last, as most stay put for thousands of writes, or else searched for. */
+static int innerPos(const zbtInner *p, zbtInner *node) {
+    int at = node->at;
+    if (at < p->n && kids(p)[at] == node) return at;
+    at = childPos(p, node);
+    node->at = (uint16_t)at;
+    return at;
+}
+
 /* Adds delta to the counts of every ancestor of the leaf. */
 static void addCount(zbtLeaf *l, long delta) {
-    void *node = l;
-    for (zbtInner *p = l->parent; p; node = p, p = p->parent) cnt(p)[childPos(p, node)] += delta;
+    zbtInner *node = l->parent, *p;
+    if (!node) return;
+    cnt(node)[childPos(node, l)] += delta;
+    for (; (p = node->parent); node = p) cnt(p)[innerPos(p, node)] += delta;
 }
 
 /* After the first entry below node changed: carries its score up as far as
