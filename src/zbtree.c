@@ -78,13 +78,15 @@
  * Inner nodes
  * -----------
  *
- *    +--------+---+-----+-------+-------------+----------------+-------------+
- *    | parent | n | cap | level | count[cap]  | minscore[cap]  | child[cap]  |
- *    +--------+---+-----+-------+-------------+----------------+-------------+
- *        8      2    2     1+3    8 each        8 each           8 each
+ *    +--------+---+-----+-------+----+-------------+----------------+-------------+
+ *    | parent | n | cap | level | at | count[cap]  | minscore[cap]  | child[cap]  |
+ *    +--------+---+-----+-------+----+-------------+----------------+-------------+
+ *        8      2    2     1+1    2    8 each        8 each           8 each
  *
  * for each child: the entries below it, the smallest score below it, the
- * pointer; level is 1 when the children are leaves. A node holds up to
+ * pointer; level is 1 when the children are leaves. `at` is where the node
+ * was last found among its parent's children: a write going up checks
+ * there before it searches (innerPos). A node holds up to
  * ZBT_INNER_FANOUT children (42 in 1 KiB); a root starts with room for
  * two and grows by reallocation, so a set just past its listpack pays for
  * a handful of children, not for 42.
@@ -2151,7 +2153,7 @@ void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *l
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n) {
     if (n > ZBT_PREFETCH_MAX) n = ZBT_PREFETCH_MAX;
     uint64_t h[ZBT_PREFETCH_MAX];
-    uint32_t *slot[ZBT_PREFETCH_MAX];     /* a keyed tree's hint slot */
+    uint32_t *slot[ZBT_PREFETCH_MAX];  /* a keyed tree's hint slot */
     zbtLeaf *hinted[ZBT_PREFETCH_MAX]; /* and the leaf it names */
     for (size_t i = 0; i < n; i++) {
         h[i] = memberHash(m[i], len[i]);
