@@ -1548,18 +1548,25 @@ static inline void prefetchInner(const void *node) {
  * scores are asked for at once, and the next node's or the leaf's lines, so
  * that their misses overlap instead of following one another through the
  * search and scan. */
+/* The children of p whose minimum is below the key, counted in one pass
+ * without branches (the compiler does it a vector at a time): a binary
+ * search's steps each wait for the one before, and hashes make each of
+ * its comparisons a coin toss. */
+static inline int childrenBelow(const zbtInner *p, double key) {
+    const double *mn = mins(p);
+    int below = 0;
+    for (int i = 0; i < p->n; i++) below += mn[i] < key;
+    return below;
+}
+
 static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
     const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
     for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
     __builtin_prefetch(kids(p) + p->n / 2);
-    /* The children whose minimum is below the key, counted in one pass
-     * without branches (the compiler does it a vector at a time): a
-     * binary search's steps each wait for the one before, and hashes make
-     * each of its comparisons a coin toss. A child whose minimum equals the
-     * key (members sharing a key) is the rare case that compares members. */
+    /* A child whose minimum equals the key (members sharing a key) is the
+     * rare case that compares members. */
     const double *mn = mins(p);
-    int n = p->n, below = 0;
-    for (int i = 0; i < n; i++) below += mn[i] < s;
+    int n = p->n, below = childrenBelow(p, s);
     int base = below ? below - 1 : 0;
     while (__builtin_expect(base + 1 < n && mn[base + 1] == s, 0) && childAtOrBefore(p, base + 1, s, m, len)) base++;
     void *node = kids(p)[base];
@@ -1669,13 +1676,16 @@ static inline int readAhead(const zbt *t) {
     return 1;
 }
 
-/* The live leaf the hints name for key, or NULL. */
-static inline zbtLeaf *hintedLeaf(const zbt *t, double key) {
-    keyHints *h = t->hints;
-    uint32_t id = h->leaf[hintSlot(key, h->nslots)];
-    if (!id || id >= t->nids) return NULL;
-    zbtLeaf *l = arenaSlot(arenaOf(t), id);
-    return l->parent ? l : NULL; /* a free id's slot has none (leafDrop) */
+/* The arena slot of a hint's leaf id, or NULL for none; read ahead
+ * without looking at it (zbtPrefetchMany), so it may be a free id's. */
+static inline zbtLeaf *hintSlotLeaf(const zbt *t, uint32_t id) {
+    return id && id < t->nids ? arenaSlot(arenaOf(t), id) : NULL;
+}
+
+/* The live leaf a hint names, or NULL. */
+static inline zbtLeaf *hintedLeaf(const zbt *t, uint32_t id) {
+    zbtLeaf *l = hintSlotLeaf(t, id);
+    return l && l->parent ? l : NULL; /* a free id's slot has none (leafDrop) */
 }
 
 /* Asks for every line of an arena's leaf before a scan of it: the scan
@@ -1695,8 +1705,7 @@ static inline void prefetchArenaLeaf(const zbtLeaf *l) {
 static zbtLeaf *siblingForKey(const zbtLeaf *l, double key, int *last) {
     const zbtInner *p = l->parent;
     const double *mn = mins(p);
-    int n = p->n, below = 0;
-    for (int i = 0; i < n; i++) below += mn[i] < key;
+    int n = p->n, below = childrenBelow(p, key);
     if (!below || (below < n && mn[below] == key)) return NULL;
     *last = below == n;
     return kids(p)[below - 1];
@@ -1711,8 +1720,8 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     if (!t->index) {
         double key = hashKey(h);
         int ahead = readAhead(t);
-        zbtLeaf *l = ahead ? hintedLeaf(t, key) : NULL;
         uint32_t *slot = ahead ? &t->hints->leaf[hintSlot(key, t->hints->nslots)] : NULL;
+        zbtLeaf *l = ahead ? hintedLeaf(t, *slot) : NULL;
         if (l) {
             prefetchArenaLeaf(l);
             int found = leafSeekKey(l, key, m, len, p), last;
@@ -2174,8 +2183,8 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
             uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
             if (id) prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
         } else if (slot[i]) {
-            uint32_t id = *slot[i];
-            if (id && id < t[i]->nids) prefetchLeafHead(hinted[i] = arenaSlot(arenaOf(t[i]), id));
+            hinted[i] = hintSlotLeaf(t[i], *slot[i]);
+            if (hinted[i]) prefetchLeafHead(hinted[i]);
             if (!pagesShared && t[i]->hints->ahead < 2 * ZBT_PREFETCH_MAX) t[i]->hints->ahead++;
         }
     }
