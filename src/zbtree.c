@@ -1707,6 +1707,21 @@ static inline void prefetchCounts(const zbtInner *p) {
     for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
 }
 
+/* Asks for the lines of a node's parent that a write below the node reads
+ * next (innerPos, addCount): the parent's header, and its child and count
+ * where the node was last. Placed as in a node below the root, without
+ * waiting for the parent's header to say where its arrays lie: a root that
+ * is smaller has them elsewhere, and is in the cache anyway. */
+static inline void prefetchPlace(const zbtInner *node) {
+    const zbtInner *p = node->parent;
+    if (!p) return;
+    const char *q = (const char *)p;
+    size_t at = node->at < ZBT_INNER_FANOUT ? node->at : 0;
+    __builtin_prefetch(q);
+    __builtin_prefetch(q + sizeof(zbtInner) + at * sizeof(unsigned long));
+    __builtin_prefetch(q + sizeof(zbtInner) + ZBT_INNER_FANOUT * (sizeof(unsigned long) + sizeof(double)) + at * sizeof(void *));
+}
+
 /* The leaves and parents a batch read ahead (zbtPrefetchMany), in the
  * order of its keyed lookups; NULL where a lookup had no hint. Only ever
  * asked for, never read: a lookup that runs may have moved or freed them. */
@@ -1728,7 +1743,7 @@ static void prefetchNextAhead(void) {
     uint32_t i = ++batchAhead.next;
     if (i >= batchAhead.n) return;
     if (batchAhead.leaf[i]) prefetchArenaLeaf(batchAhead.leaf[i]);
-    if (batchAhead.parent[i]) prefetchCounts(batchAhead.parent[i]);
+    if (batchAhead.parent[i]) prefetchInner(batchAhead.parent[i]), prefetchCounts(batchAhead.parent[i]);
 }
 
 /* The leaf below l's parent where the key is or would go, when the
@@ -1763,7 +1778,10 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
             /* Again, the first lookup's most of all (prefetchNextAhead):
              * its parent's lines come in while the scan runs. */
             prefetchArenaLeaf(l);
-            if (l->parent) prefetchCounts(l->parent);
+            if (l->parent) {
+                prefetchCounts(l->parent);
+                prefetchPlace(l->parent);
+            }
             int found = leafSeekKey(l, key, m, len, p), last;
             if (found || (p->idx < l->count && entryScore(l->data, l->data[0] >> 5, 0.0) < key)) return found;
             /* Mostly a slot over two leaves, or a leaf split since. */
