@@ -313,7 +313,10 @@ typedef struct item {
     unsigned char *ool;
     uint32_t from; /* Leaf id it was in; 0 for a new entry. */
     uint16_t size; /* Encoded size, when decoded. */
+    uint16_t off;  /* Where it was in that leaf (leafItems). */
 } item;
+
+_Static_assert(sizeof(item) == 40, "an item outgrew its 40 bytes: splits keep two leaves' on the stack");
 
 static uint8_t hash_seed[16];
 
@@ -1378,6 +1381,7 @@ static int leafItems(const zbtLeaf *l, unsigned char *buf, item *out) {
         decode(l->data + off, prev, &out[i]);
         if (!out[i].ool) out[i].m = buf + (out[i].m - l->data);
         out[i].from = l->id;
+        out[i].off = (uint16_t)off;
         prev = out[i].score;
         off += out[i].size;
     }
@@ -1411,8 +1415,20 @@ static int planLeaves(const item *items, const uint16_t *seq, int n, int m, int 
     return start == n ? j : -1;
 }
 
+/* Does item i follow item i - 1 as it did in their leaf? Then its bytes
+ * there are its encoding after it, to be copied rather than encoded again
+ * (a split or share moves whole runs of entries): they lie where its
+ * member ends, inline. */
+static inline int keepsBytes(const item *items, int i) {
+    const item *a = &items[i - 1], *b = &items[i];
+    return b->from && b->from == a->from && a->off + a->size == b->off && !b->ool;
+}
+
+static inline const unsigned char *itemBytes(const item *it) { return it->m + it->len - it->size; }
+
 static void itemSeq(const item *items, int n, uint16_t *seq) {
-    for (int i = 0; i < n; i++) seq[i] = (uint16_t)itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+    for (int i = 0; i < n; i++)
+        seq[i] = i && keepsBytes(items, i) ? items[i].size : (uint16_t)itemSize(i ? items[i - 1].score : 0.0, &items[i]);
 }
 
 /* Lays items (sorted, from the leaves src[0..nsrc), in chain order, plus
@@ -1430,8 +1446,14 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
         zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
         l->run = 0;
         size_t off = 0;
-        for (int i = cut[j]; i < cut[j + 1]; i++)
-            off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+        for (int i = cut[j]; i < cut[j + 1]; i++) {
+            if (i > cut[j] && keepsBytes(items, i)) {
+                memcpy(l->data + off, itemBytes(&items[i]), items[i].size);
+                off += items[i].size;
+            } else {
+                off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+            }
+        }
         l->used = (uint16_t)off;
         l->count = (uint16_t)(cut[j + 1] - cut[j]);
     }
@@ -1933,6 +1955,7 @@ static int leafItemsWith(const zbtLeaf *l, unsigned char *buf, item *out, int id
     memmove(out + idx + 1, out + idx, (k - idx) * sizeof(item));
     out[idx] = *it;
     out[idx].from = 0;
+    out[idx].off = 0;
     return k + 1;
 }
 
