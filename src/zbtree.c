@@ -137,6 +137,8 @@
  * the entries of one or two leaves, lays them out again over as many
  * leaves as needed, fixes the counts, the minimum scores and the structure
  * of the tree, and re-points the index slots of the entries that moved.
+ * An entry that still follows the entry it followed keeps its bytes: they
+ * are copied, not encoded again (a delta depends on the entry before).
  *
  * Conventions: public functions are prefixed "zbt", macros "ZBT_";
  * internal functions are static and unprefixed.
