@@ -1426,7 +1426,9 @@ static inline int keepsBytes(const item *items, int i) {
     return b->from && b->from == a->from && a->off + a->size == b->off && !b->ool;
 }
 
-static inline const unsigned char *itemBytes(const item *it) { return it->m + it->len - it->size; }
+static inline const unsigned char *itemBytes(const item *it) {
+    return it->m + it->len - it->size;
+}
 
 static void itemSeq(const item *items, int n, uint16_t *seq) {
     for (int i = 0; i < n; i++)
@@ -1767,7 +1769,10 @@ static void prefetchNextAhead(void) {
     uint32_t i = ++batchAhead.next;
     if (i >= batchAhead.n) return;
     if (batchAhead.leaf[i]) prefetchArenaLeaf(batchAhead.leaf[i]);
-    if (batchAhead.parent[i]) prefetchInner(batchAhead.parent[i]), prefetchCounts(batchAhead.parent[i]);
+    if (batchAhead.parent[i]) {
+        prefetchInner(batchAhead.parent[i]); /* its minimum keys, for siblingForKey */
+        prefetchCounts(batchAhead.parent[i]);
+    }
 }
 
 /* The leaf below l's parent where the key is or would go, when the
