@@ -194,10 +194,15 @@ static inline void **kids(const zbtInner *p) { return (void **)(mins(p) + p->cap
 /* Bytes of a leaf worth fetching before its header is read (findMember). */
 #define LEAF_AHEAD (ZBT_LEAF_BYTES * 3 / 4)
 
+/* Asks for the lines of a node from byte `from` up to byte `end`. */
+static inline void prefetchBytes(const void *node, size_t from, size_t end) {
+    for (size_t off = from; off < end; off += 64) __builtin_prefetch((const char *)node + off);
+}
+
 /* Asks for a leaf's first LEAF_AHEAD bytes at once: what a scan of it reads
  * first, before its header says how far its entries reach. */
 static inline void prefetchLeafHead(const void *leaf) {
-    for (size_t line = 0; line < LEAF_AHEAD; line += 64) __builtin_prefetch((const char *)leaf + line);
+    prefetchBytes(leaf, 0, LEAF_AHEAD);
 }
 
 /* A leaf below 40% after a delete is merged or evened out with a
@@ -1558,22 +1563,21 @@ static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_
     return node;
 }
 
+/* Where a node below the root keeps its arrays: it has ZBT_INNER_FANOUT
+ * places, so they are known before its header is read. (A smaller root has
+ * them elsewhere; it is in the cache anyway.) */
+#define FANOUT_COUNTS sizeof(zbtInner)
+#define FANOUT_MINS (FANOUT_COUNTS + ZBT_INNER_FANOUT * sizeof(unsigned long))
+#define FANOUT_KIDS (FANOUT_MINS + ZBT_INNER_FANOUT * sizeof(double))
+#define FANOUT_END (FANOUT_KIDS + ZBT_INNER_FANOUT * sizeof(void *))
+
 /* Asks for the header, minimum scores and children of a node below the
- * root: it has ZBT_INNER_FANOUT places, so where they lie is known before
- * its header is read, and all three are asked for at once. */
+ * root, all at once. */
 static inline void prefetchInner(const void *node) {
-    const char *q = node;
-    const size_t from = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
-                 end = from + ZBT_INNER_FANOUT * (sizeof(double) + sizeof(void *));
-    __builtin_prefetch(q);
-    for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
+    __builtin_prefetch(node);
+    prefetchBytes(node, FANOUT_MINS, FANOUT_END);
 }
 
-/* One level of descendKey in a keyed tree, whose nodes a lookup mostly
- * finds out of the cache (hashes scatter the lookups): each node's minimum
- * scores are asked for at once, and the next node's or the leaf's lines, so
- * that their misses overlap instead of following one another through the
- * search and scan. */
 /* The children of p whose minimum is below the key, counted in one pass
  * without branches (the compiler does it a vector at a time): a binary
  * search's steps each wait for the one before, and hashes make each of
@@ -1585,6 +1589,11 @@ static inline int childrenBelow(const zbtInner *p, double key) {
     return below;
 }
 
+/* One level of descendKey in a keyed tree, whose nodes a lookup mostly
+ * finds out of the cache (hashes scatter the lookups): each node's minimum
+ * scores are asked for at once, and the next node's or the leaf's lines, so
+ * that their misses overlap instead of following one another through the
+ * search and scan. */
 static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
     const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
     for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
@@ -1720,32 +1729,26 @@ static inline zbtLeaf *hintedLeaf(const zbt *t, uint32_t id) {
  * reads entry after entry, each where the one before ends, and would wait
  * for each line in turn (1M members, pipeline 16: SISMEMBER 5% faster). */
 static inline void prefetchArenaLeaf(const zbtLeaf *l) {
-    for (size_t line = 0; line < ZBT_LEAF_BYTES; line += 64) __builtin_prefetch((const char *)l + line);
+    prefetchBytes(l, 0, ZBT_LEAF_BYTES);
 }
 
 /* Asks for the lines of an inner node that a write below it reads
  * (addCount): its header, its counts and its children. */
 static inline void prefetchCounts(const zbtInner *p) {
-    const char *q = (const char *)p;
-    const size_t counts = sizeof(zbtInner) + ZBT_INNER_FANOUT * sizeof(unsigned long),
-                 from = counts + ZBT_INNER_FANOUT * sizeof(double), end = from + ZBT_INNER_FANOUT * sizeof(void *);
-    for (size_t off = 0; off < counts; off += 64) __builtin_prefetch(q + off);
-    for (size_t off = from; off < end; off += 64) __builtin_prefetch(q + off);
+    prefetchBytes(p, 0, FANOUT_MINS);
+    prefetchBytes(p, FANOUT_KIDS, FANOUT_END);
 }
 
 /* Asks for the lines of a node's parent that a write below the node reads
  * next (innerPos, addCount): the parent's header, and its child and count
- * where the node was last. Placed as in a node below the root, without
- * waiting for the parent's header to say where its arrays lie: a root that
- * is smaller has them elsewhere, and is in the cache anyway. */
+ * where the node was last, placed as in a node below the root. */
 static inline void prefetchPlace(const zbtInner *node) {
-    const zbtInner *p = node->parent;
-    if (!p) return;
-    const char *q = (const char *)p;
+    const char *q = (const char *)node->parent;
+    if (!q) return;
     size_t at = node->at < ZBT_INNER_FANOUT ? node->at : 0;
     __builtin_prefetch(q);
-    __builtin_prefetch(q + sizeof(zbtInner) + at * sizeof(unsigned long));
-    __builtin_prefetch(q + sizeof(zbtInner) + ZBT_INNER_FANOUT * (sizeof(unsigned long) + sizeof(double)) + at * sizeof(void *));
+    __builtin_prefetch(q + FANOUT_COUNTS + at * sizeof(unsigned long));
+    __builtin_prefetch(q + FANOUT_KIDS + at * sizeof(void *));
 }
 
 /* The leaves and parents a batch read ahead (zbtPrefetchMany), in the
@@ -1769,10 +1772,9 @@ static void prefetchNextAhead(void) {
     uint32_t i = ++batchAhead.next;
     if (i >= batchAhead.n) return;
     if (batchAhead.leaf[i]) prefetchArenaLeaf(batchAhead.leaf[i]);
-    if (batchAhead.parent[i]) {
-        prefetchInner(batchAhead.parent[i]); /* its minimum keys, for siblingForKey */
-        prefetchCounts(batchAhead.parent[i]);
-    }
+    /* The whole node: its counts and children for a write, its minimum
+     * keys for siblingForKey. */
+    if (batchAhead.parent[i]) prefetchBytes(batchAhead.parent[i], 0, FANOUT_END);
 }
 
 /* The leaf below l's parent where the key is or would go, when the
@@ -1804,13 +1806,13 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         uint32_t *slot = ahead ? &t->hints->leaf[hintSlot(key, t->hints->nslots)] : NULL;
         zbtLeaf *l = ahead ? hintedLeaf(t, *slot) : NULL;
         if (l) {
-            /* Again, the first lookup's most of all (prefetchNextAhead):
-             * its parent's lines come in while the scan runs. */
+            /* Asked for again, though the lookup before asked for them
+             * (prefetchNextAhead), and for the batch's first lookup nobody
+             * did since the batch: the parent's lines come in while the
+             * leaf is scanned. hintedLeaf gave a leaf with a parent. */
             prefetchArenaLeaf(l);
-            if (l->parent) {
-                prefetchCounts(l->parent);
-                prefetchPlace(l->parent);
-            }
+            prefetchCounts(l->parent);
+            prefetchPlace(l->parent);
             int found = leafSeekKey(l, key, m, len, p), last;
             if (found || (p->idx < l->count && entryScore(l->data, l->data[0] >> 5, 0.0) < key)) return found;
             /* Mostly a slot over two leaves, or a leaf split since. */
@@ -1844,7 +1846,7 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
          * build). */
         prefetchLeafHead(l);
         size_t end = offsetof(zbtLeaf, data) + l->used;
-        for (size_t line = LEAF_AHEAD; line < end; line += 64) __builtin_prefetch((const char *)l + line);
+        prefetchBytes(l, LEAF_AHEAD, end);
         if (leafFindMember(l, m, len, tail, p)) return 1;
     }
     return 0;
@@ -2282,11 +2284,12 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
     /* The parents, from the leaves' headers: the first waits for its miss,
      * by then the others' have mostly come in. Without them SADD was 6%
      * slower. */
-    if (!pagesShared) batchAhead.n = batchAhead.next = 0;
+    int keep = !pagesShared; /* batchAhead is written only then */
+    if (keep) batchAhead.n = batchAhead.next = 0;
     for (size_t i = 0; i < n; i++) {
         const zbtInner *p = hinted[i] ? hinted[i]->parent : NULL;
         if (p) prefetchInner(p);
-        if (slot[i] && !pagesShared) {
+        if (slot[i] && keep) {
             batchAhead.leaf[batchAhead.n] = hinted[i];
             batchAhead.parent[batchAhead.n++] = p;
         }
