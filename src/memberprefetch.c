@@ -18,6 +18,12 @@
  * are read ahead likewise, in its keyed tree's hints (zbtree.c, keyHints):
  * their members in the form the tree stores them (setpack.c).
  *
+ * A lone command (pipeline 1) on a big sorted set has only its index slot
+ * asked for (zbtPrefetchOne), though upstream asks for no key then: the
+ * slot comes in while the command makes its way through processCommand
+ * (1M members, ZSCORE at pipeline 1: 80 ns less CPU a call, the slot's
+ * miss).
+ *
  * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
  * tree, the member and its length, and room for a set member's stored form.
  *
@@ -40,6 +46,7 @@ typedef struct memberBatch {
     size_t len[ZBT_PREFETCH_MAX];
     unsigned char stored[ZBT_PREFETCH_MAX][SPK_ENC_BUF]; /* big sets' members */
     size_t n, max;
+    int lone; /* one command, nothing queued after it (pipeline 1) */
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
     robj *lastVal;
@@ -95,6 +102,12 @@ static zbt *treeOf(memberBatch *b, client *c, robj *keyobj) {
 static void addCommand(memberBatch *b, client *c, const struct serverCommand *cmd, robj **argv, int argc) {
     int first, step, end;
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
+    /* Alone, a set's lookup gains nothing (zbtPrefetchOne): not even its
+     * key is looked up for it. */
+    serverCommandProc *proc = cmd->proc;
+    if (b->lone && (proc == saddCommand || proc == sremCommand || proc == sismemberCommand ||
+                    proc == smismemberCommand))
+        return;
     zbt *t = treeOf(b, c, argv[1]);
     /* A set too small for hints is left alone, its members not encoded;
      * SMISMEMBER on a big set looks its members up side by side already. */
@@ -126,10 +139,14 @@ void prefetchQueuedMembers(client *c) {
     b.max = server.prefetch_batch_max_size < ZBT_PREFETCH_MAX ? server.prefetch_batch_max_size : ZBT_PREFETCH_MAX;
     b.lastKey = NULL;
     b.lastVal = NULL;
+    b.lone = c->cmd_queue.off >= c->cmd_queue.len;
     if (c->parsed_cmd && !(c->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, c->parsed_cmd, c->argv, c->argc);
     for (int i = c->cmd_queue.off; i < c->cmd_queue.len && b.n < b.max; i++) {
         parsedCommand *p = &c->cmd_queue.cmds[i];
         if (p->cmd && !(p->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, p->cmd, p->argv, p->argc);
     }
-    if (b.n > 1) zbtPrefetchMany(b.tree, b.m, b.len, b.n);
+    if (b.n > 1)
+        zbtPrefetchMany(b.tree, b.m, b.len, b.n);
+    else if (b.n == 1)
+        zbtPrefetchOne(b.tree[0], b.m[0], b.len[0]);
 }

@@ -2296,6 +2296,15 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
     }
 }
 
+/* A lone command's lookup (pipeline 1) in a sorted set: its index slot is
+ * asked for, as it is parsed, and comes in while processCommand runs; the
+ * leaf it names cannot be asked for before the slot is read. (A set's
+ * hints gained nothing so: taken at pipeline 1, they cost about what the
+ * descent they spare does.) */
+void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len) {
+    if (t->index) zmiPrefetch(t->index, memberHash(m, len));
+}
+
 int zbtReadsAhead(const zbt *t) {
     return t->index || t->hints;
 }

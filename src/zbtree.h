@@ -106,6 +106,9 @@ void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *l
  * nothing while pages are shared. */
 #define ZBT_PREFETCH_MAX 16
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n);
+/* For one lookup about to come: asks for the first line it will wait for
+ * in a sorted set, and does nothing for a keyed tree. */
+void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len);
 /* Whether zbtPrefetchMany does anything for t's lookups: a sorted set's
  * always; a keyed tree's once it has hints (a few thousand leaves). */
 int zbtReadsAhead(const zbt *t);

@@ -405,7 +405,13 @@ uint32_t zmiFirst(const zmi *ix, uint64_t hash, zmiIter *it) {
 void zmiPrefetch(const zmi *ix, uint64_t hash) {
     uint32_t h32 = (uint32_t)(hash >> 32);
     const dirEntry *e = &ix->dir[dirIndex(ix, h32)];
-    __builtin_prefetch(&e->seg->slot[homeIn(e->cap, e->depth, h32)]);
+    const uint64_t *slot = &e->seg->slot[homeIn(e->cap, e->depth, h32)];
+    __builtin_prefetch(slot);
+    /* GCC counts a function that only prefetches as pure, and across files
+     * (LTO) drops every call to it: this empty asm is a side effect. */
+    __asm__ volatile(""
+                     :
+                     : "r"(slot));
 }
 
 /* Per mille of its slots a segment may fill: see ZMI_MAX_LOAD_PERMILLE. The
