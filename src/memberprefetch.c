@@ -104,10 +104,7 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
     /* Alone, a set's lookup gains nothing (zbtPrefetchOne): not even its
      * key is looked up for it. */
-    serverCommandProc *proc = cmd->proc;
-    if (b->lone && (proc == saddCommand || proc == sremCommand || proc == sismemberCommand ||
-                    proc == smismemberCommand))
-        return;
+    if (b->lone && cmd->group == COMMAND_GROUP_SET) return;
     zbt *t = treeOf(b, c, argv[1]);
     /* A set too small for hints is left alone, its members not encoded;
      * SMISMEMBER on a big set looks its members up side by side already. */

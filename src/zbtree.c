@@ -1595,8 +1595,7 @@ static inline int childrenBelow(const zbtInner *p, double key) {
  * that their misses overlap instead of following one another through the
  * search and scan. */
 static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
-    const char *lo = (const char *)mins(p), *hi = (const char *)(mins(p) + p->n);
-    for (const char *line = lo; line < hi; line += 64) __builtin_prefetch(line);
+    prefetchBytes(mins(p), 0, p->n * sizeof(double));
     __builtin_prefetch(kids(p) + p->n / 2);
     /* A child whose minimum equals the key (members sharing a key) is the
      * rare case that compares members. */
