@@ -35,7 +35,10 @@
  *           report the members their replies held (elements). With --sync
  *           DIR --parties N the clients of one turn keep loading their
  *           servers until each has had back the batches it sent before the
- *           end of its window (see sync_mark).                  (W4, W5, W7)
+ *           end of its window (see sync_mark). With --limit L the run sends
+ *           L operations in all and its window is the whole run, from the
+ *           first batch to the last reply (no warm-up, no --seconds): SADD
+ *           of L new members, say, however long they take.     (W4, W5, W7)
  *   sadd    one set --key of --n members of --shape (int: distinct random
  *           integers below 10^8; seq: 0 … n−1; str: distinct random
  *           24-character lowercase strings), members --offset … --offset+n−1
@@ -1006,12 +1009,13 @@ static long long set_batch_start(conn_t *c, opgen_t *g) {
     return cmds;
 }
 
-static void issue_batch(conn_t *c, opgen_t *g, int ep) {
+/* A batch of --pipeline operations, or of `units` when fewer are left to send (--limit). */
+static void issue_batch(conn_t *c, opgen_t *g, int ep, long long units) {
     long long cmds = set_batch_start(c, g);
     c->elem_mark = c->cap.elements;
-    for (long long k = 0; k < O.pipeline; k++) cmds += gen_op(g, &c->out);
+    for (long long k = 0; k < units; k++) cmds += gen_op(g, &c->out);
     c->pending = cmds;
-    c->units = (int)O.pipeline;
+    c->units = (int)units;
     c->t_sent = now_s();
     if (conn_flush(c) < 0) die("write failed: %s", strerror(errno));
     int want = buf_pending(&c->out) > 0;
@@ -1163,6 +1167,11 @@ static void counted_back(double *cpu_last, long long *units_whole, long long uni
     }
 }
 
+/* The next batch's operations, given those sent so far: --pipeline, or what --limit leaves. */
+static long long batchUnits(long long issued) {
+    return O.limit > 0 && O.limit - issued < O.pipeline ? O.limit - issued : O.pipeline;
+}
+
 static int mode_bench(void) {
     int op = -1;
     for (int i = 0; op_names[i]; i++)
@@ -1223,13 +1232,26 @@ static int mode_bench(void) {
      * back by then (a window shorter than one batch of SINTERs still gets it right). */
     double cpu_first = O.pid ? proc_cpu(O.pid) : 0, cpu_last = 0;
     long long units_back = 0, units_whole = 0, counted_out = 0;
+    if (O.limit > 0) { /* a fixed count of operations: the whole run is the window */
+        O.warmup = 0;
+        O.seconds = 1e9;
+    }
+    long long issued = 0; /* operations sent, against --limit */
     if (O.warmup <= 0) {
         cpu0 = bench_cpu(&ctl);
         m_start = now_s();
         m_end = m_start + O.seconds;
         measuring = 1;
     }
-    for (int i = 0; i < O.conns; i++) issue_batch(&cs[i], &gs[i], ep);
+    for (int i = 0; i < O.conns; i++) {
+        if (O.limit > 0 && issued >= O.limit) {
+            cs[i].done = 1;
+            active--;
+            continue;
+        }
+        issue_batch(&cs[i], &gs[i], ep, batchUnits(issued));
+        issued += cs[i].units;
+    }
     struct epoll_event evs[256];
     double t_stop_deadline = 0;
     while (active > 0) {
@@ -1288,11 +1310,12 @@ static int mode_bench(void) {
                 if (c->t_sent <= m_end) units_back += c->units;
                 if ((draining || stopping) && c->t_sent <= m_end && --counted_out == 0)
                     counted_back(&cpu_last, &units_whole, units_back, &draining, &stopping);
-                if (stopping) {
+                if (stopping || (O.limit > 0 && issued >= O.limit)) {
                     c->done = 1;
                     active--;
                 } else {
-                    issue_batch(c, &gs[c - cs], ep);
+                    issue_batch(c, &gs[c - cs], ep, batchUnits(issued));
+                    issued += c->units;
                 }
             }
         }
@@ -1310,6 +1333,11 @@ static int mode_bench(void) {
         if (cs[i].cap.errors && !*errmsg) errmsg = cs[i].cap.errmsg;
     }
     if (errors) die("%s: %lld error replies, first: %s", O.op, errors, errmsg);
+    if (O.limit > 0) { /* the window ends with the last reply */
+        cpu1 = bench_cpu(&ctl);
+        O.seconds = now_s() - m_start;
+        if (O.pid) cpu_last = proc_cpu(O.pid), units_whole = units_back;
+    }
     double cpu = cpu1.cpu - cpu0.cpu;
     double cpu_per_op = O.pid ? (units_whole ? (cpu_last - cpu_first) * 1e6 / units_whole : 0) : ops ? cpu * 1e6 / ops : 0;
     printf("{\"op\": \"%s\", \"conns\": %lld, \"pipeline\": %lld, \"seconds\": %.6f, \"ops\": %.1f, "
