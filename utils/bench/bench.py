@@ -930,11 +930,7 @@ class Bench:
         n = c["w7_n"]
         for rnd in range(1, c["w7_pairs"] + 1):
             with contextlib.ExitStack() as stack:
-                srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
-                for srv in srvs:
-                    for shape in W7_OPS_SHAPES:
-                        self.w7_load(srv, shape, shape)
-                    self.w7_load(srv, "int", W7_KEY2, offset=n // 2)   # half of it in shape a's set
+                srvs = self.w7_servers(stack, key2=True)
                 cursors = {}
                 for srv in srvs:   # one whole SSCAN each, alone: its cursors spread the bench's scans
                     for shape in W7_OPS_SHAPES:
@@ -956,12 +952,7 @@ class Bench:
                                          offset=10 * n * pi)
                         if op == "spop":   # every popped member is back
                             for srv in srvs:
-                                cl = srv.conn()
-                                card = cl("SCARD", shape)
-                                cl.close()
-                                if card != n:
-                                    self.notes.append(f"W7 {shape}: {srv.spec.name} holds {card:,} members after "
-                                                      f"SPOP + SADD in round {rnd}, not {n:,}.")
+                                self.w7_check_card(srv, shape, n, f"SPOP + SADD in round {rnd}")
                 for path in cursors.values():
                     path.unlink(missing_ok=True)
             got = {(r["shape"], r["op"], r["pipeline"], r["server"]): r["ops_per_sec"]
@@ -978,6 +969,25 @@ class Bench:
                                          [r for r in self.w7_runs if r["part"] == "ops" and r["shape"] == shape
                                           and r["op"] == op and r["pipeline"] == pl])
 
+    def w7_servers(self, stack, key2=False):
+        """All servers started afresh (closed with the stack), shapes a and c loaded into each,
+        and with key2 the second integer set, half of it in shape a's set (SINTER's)."""
+        srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
+        for srv in srvs:
+            for shape in W7_OPS_SHAPES:
+                self.w7_load(srv, shape, shape)
+            if key2:
+                self.w7_load(srv, "int", W7_KEY2, offset=self.cfg["w7_n"] // 2)
+        return srvs
+
+    def w7_check_card(self, srv, shape, want, after):
+        """A note when the set does not hold `want` members after a turn that should leave it so."""
+        cl = srv.conn()
+        card = cl("SCARD", shape)
+        cl.close()
+        if card != want:
+            self.notes.append(f"W7 {shape}: {srv.spec.name} holds {card:,} members after {after}, not {want:,}.")
+
     def w7_doubling(self):
         """SADD of new members until the set has doubled (N -> 2N), all servers at once, each with
         its own client, and the server's CPU time per insert over the whole of it (zload bench
@@ -991,22 +1001,14 @@ class Bench:
         for rnd in range(1, c["w7_pairs"] + 1):
             for pi, pl in enumerate(W5_PIPELINES):
                 with contextlib.ExitStack() as stack:
-                    srvs = [stack.enter_context(self.server(spec)) for spec in self.servers]
-                    for srv in srvs:
-                        for shape in W7_OPS_SHAPES:
-                            self.w7_load(srv, shape, shape)
+                    srvs = self.w7_servers(stack)
                     for shape in W7_OPS_SHAPES:
                         opts = dict(op="sadd", key=shape, shape=shape, n=n, conns=W7_CONNS, pipeline=pl, limit=n,
                                     seed=300 + 10 * rnd + pi)
                         jobs = [(srv, "bench", dict(opts, pid=srv.proc.pid)) for srv in srvs]
                         got = {}
                         for srv, q in zip(srvs, self.zload_many(jobs)):
-                            cl = srv.conn()
-                            card = cl("SCARD", shape)
-                            cl.close()
-                            if card != 2 * n:
-                                self.notes.append(f"W7 {shape}: {srv.spec.name} holds {card:,} members after the "
-                                                  f"doubling SADDs of round {rnd}, not {2 * n:,}.")
+                            self.w7_check_card(srv, shape, 2 * n, f"the doubling SADDs of round {rnd}")
                             got[srv.spec.name] = q["cpu_us_per_op"]
                             self.add(f"W7.{shape}.double.{pl}.cpu", "W7",
                                      f"{self.w7_label(shape)}: SADD of {human(n)} new members as the set doubles "

@@ -1167,9 +1167,14 @@ static void counted_back(double *cpu_last, long long *units_whole, long long uni
     }
 }
 
-/* The next batch's operations, given those sent so far: --pipeline, or what --limit leaves. */
-static long long batchUnits(long long issued) {
-    return O.limit > 0 && O.limit - issued < O.pipeline ? O.limit - issued : O.pipeline;
+/* The connection's next batch: --pipeline operations, or what --limit leaves of them.
+ * Returns 0, sending nothing, once --limit operations have been sent. */
+static int next_batch(conn_t *c, opgen_t *g, int ep, long long *issued) {
+    long long units = O.limit > 0 && O.limit - *issued < O.pipeline ? O.limit - *issued : O.pipeline;
+    if (units <= 0) return 0;
+    issue_batch(c, g, ep, units);
+    *issued += units;
+    return 1;
 }
 
 static int mode_bench(void) {
@@ -1243,15 +1248,8 @@ static int mode_bench(void) {
         m_end = m_start + O.seconds;
         measuring = 1;
     }
-    for (int i = 0; i < O.conns; i++) {
-        if (O.limit > 0 && issued >= O.limit) {
-            cs[i].done = 1;
-            active--;
-            continue;
-        }
-        issue_batch(&cs[i], &gs[i], ep, batchUnits(issued));
-        issued += cs[i].units;
-    }
+    for (int i = 0; i < O.conns; i++)
+        if (!next_batch(&cs[i], &gs[i], ep, &issued)) cs[i].done = 1, active--;
     struct epoll_event evs[256];
     double t_stop_deadline = 0;
     while (active > 0) {
@@ -1310,15 +1308,17 @@ static int mode_bench(void) {
                 if (c->t_sent <= m_end) units_back += c->units;
                 if ((draining || stopping) && c->t_sent <= m_end && --counted_out == 0)
                     counted_back(&cpu_last, &units_whole, units_back, &draining, &stopping);
-                if (stopping || (O.limit > 0 && issued >= O.limit)) {
+                if (stopping || !next_batch(c, &gs[c - cs], ep, &issued)) {
                     c->done = 1;
                     active--;
-                } else {
-                    issue_batch(c, &gs[c - cs], ep, batchUnits(issued));
-                    issued += c->units;
                 }
             }
         }
+    }
+    if (O.limit > 0) { /* the window ends with the last reply */
+        cpu1 = bench_cpu(&ctl);
+        O.seconds = now_s() - m_start;
+        if (O.pid) cpu_last = proc_cpu(O.pid), units_whole = units_back;
     }
     if (op == OP_SPOP) /* put back what the last batches popped (not measured) */
         for (int i = 0; i < O.conns; i++) {
@@ -1333,11 +1333,6 @@ static int mode_bench(void) {
         if (cs[i].cap.errors && !*errmsg) errmsg = cs[i].cap.errmsg;
     }
     if (errors) die("%s: %lld error replies, first: %s", O.op, errors, errmsg);
-    if (O.limit > 0) { /* the window ends with the last reply */
-        cpu1 = bench_cpu(&ctl);
-        O.seconds = now_s() - m_start;
-        if (O.pid) cpu_last = proc_cpu(O.pid), units_whole = units_back;
-    }
     double cpu = cpu1.cpu - cpu0.cpu;
     double cpu_per_op = O.pid ? (units_whole ? (cpu_last - cpu_first) * 1e6 / units_whole : 0) : ops ? cpu * 1e6 / ops : 0;
     printf("{\"op\": \"%s\", \"conns\": %lld, \"pipeline\": %lld, \"seconds\": %.6f, \"ops\": %.1f, "
