@@ -14,9 +14,9 @@
  * two misses one after the other, and a pipeline of such commands waits for
  * every one in turn. Here the queue's members are looked up ahead, together
  * (zbtPrefetchMany), so that their misses overlap and each command finds its
- * lines in the cache when it runs. A big set's SISMEMBER, SADD and SREM
- * are read ahead likewise, in its keyed tree's hints (zbtree.c, keyHints):
- * their members in the form the tree stores them (setpack.c).
+ * lines in the cache when it runs. A big set of strings' SISMEMBER, SADD and
+ * SREM have their member's bucket asked for (hpset.c, hpsPrefetch): one line,
+ * found from the member's hash in the form the set stores it (setpack.c).
  *
  * A lone command (pipeline 1) on a big sorted set has only its index slot
  * asked for (zbtPrefetchOne), though upstream asks for no key then: the
@@ -25,14 +25,11 @@
  * miss).
  *
  * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
- * tree, the member and its length, and room for a set member's stored form.
+ * tree, the member and its length.
  *
- * It is a hint and nothing else: it reads the keyspace and the trees as they
- * are before the queue runs and writes nothing to either but a keyed tree's
- * count of lookups read ahead, and that not while a fork child shares their
- * pages. A command it misreads (a key a queued SELECT makes another) only
- * costs its lines, and a keyed tree's lookup that was not read ahead one
- * check of a hint.
+ * It is a hint and nothing else: it reads the keyspace and the values as
+ * they are before the queue runs and writes nothing. A command it misreads
+ * (a key a queued SELECT makes another) only costs its lines.
  * `prefetch-batch-max-size` bounds it as it bounds upstream's batch (0 or 1
  * turns both off).
  */
@@ -44,8 +41,7 @@ typedef struct memberBatch {
     zbt *tree[ZBT_PREFETCH_MAX];
     const unsigned char *m[ZBT_PREFETCH_MAX];
     size_t len[ZBT_PREFETCH_MAX];
-    unsigned char stored[ZBT_PREFETCH_MAX][SPK_ENC_BUF]; /* big sets' members */
-    size_t n, max;
+    size_t n, max, sets; /* sets: members of big sets asked for */
     int lone; /* one command, nothing queued after it (pipeline 1) */
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
@@ -85,8 +81,9 @@ static int memberArgs(const struct serverCommand *cmd, robj **argv, int argc, in
     return *first < argc;
 }
 
-/* The tree a member of the key's value is looked up in, or NULL. */
-static zbt *treeOf(memberBatch *b, client *c, robj *keyobj) {
+/* The value a member of the key is looked up in (a sorted set's tree, a
+ * big set of strings), or NULL. */
+static void *valueOf(memberBatch *b, client *c, robj *keyobj) {
     if (!c->db || !sdsEncodedObject(keyobj)) return NULL;
     sds key = objectGetVal(keyobj);
     if (!b->lastKey || sdslen(key) != sdslen(b->lastKey) || memcmp(key, b->lastKey, sdslen(key))) {
@@ -96,49 +93,55 @@ static zbt *treeOf(memberBatch *b, client *c, robj *keyobj) {
     robj *o = b->lastVal;
     if (!o || o->encoding != OBJ_ENCODING_BTREE) return NULL;
     if (o->type == OBJ_ZSET) return objectGetVal(o);
-    return o->type == OBJ_SET && !setBtreeIsIntegers(o) ? objectGetVal(o) : NULL;
+    return o->type == OBJ_SET && hpsIsSet(objectGetVal(o)) ? objectGetVal(o) : NULL;
+}
+
+/* A big set's member: its bucket, from its stored form's hash. */
+static void prefetchSetMember(hpset *s, robj *member) {
+    unsigned char buf[SPK_ENC_BUF];
+    const unsigned char *out, *m = (const unsigned char *)objectGetVal(member);
+    size_t len = spkEncode(m, sdslen(objectGetVal(member)), buf, &out);
+    hpsPrefetch(s, hpsHash(out, len));
+    spkRelease(out, m, buf);
 }
 
 static void addCommand(memberBatch *b, client *c, const struct serverCommand *cmd, robj **argv, int argc) {
     int first, step, end;
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
-    /* Alone, a set's lookup gains nothing (zbtPrefetchOne): not even its
-     * key is looked up for it. */
+    /* Alone, a set's lookup gains nothing: not even its key is looked up
+     * for it. */
     if (b->lone && cmd->group == COMMAND_GROUP_SET) return;
-    zbt *t = treeOf(b, c, argv[1]);
-    /* A set too small for hints is left alone, its members not encoded;
-     * SMISMEMBER on a big set looks its members up side by side already. */
-    if (!t || !zbtReadsAhead(t) || (zbtIsKeyed(t) && cmd->proc == smismemberCommand)) return;
-    for (int j = first; j < end && b->n < b->max; j += step) {
-        if (!sdsEncodedObject(argv[j])) continue;
-        const unsigned char *member = (const unsigned char *)objectGetVal(argv[j]);
-        size_t len = sdslen(objectGetVal(argv[j]));
-        if (zbtIsKeyed(t)) {
-            /* A keyed tree holds a member's stored form (setpack.c); one
-             * that would take an allocation is left out. */
-            const unsigned char *out;
-            len = spkEncode(member, len, b->stored[b->n], &out);
-            if (out != member && out != b->stored[b->n]) {
-                spkRelease(out, member, b->stored[b->n]);
-                continue;
+    void *v = valueOf(b, c, argv[1]);
+    if (!v) return;
+    if (hpsIsSet(v)) {
+        /* SMISMEMBER asks for its members' buckets itself. */
+        if (cmd->proc == smismemberCommand) return;
+        for (int j = first; j < end && b->n + b->sets < b->max; j += step)
+            if (sdsEncodedObject(argv[j])) {
+                prefetchSetMember(v, argv[j]);
+                b->sets++;
             }
-            member = out;
-        }
+        return;
+    }
+    zbt *t = v;
+    if (!zbtReadsAhead(t)) return;
+    for (int j = first; j < end && b->n + b->sets < b->max; j += step) {
+        if (!sdsEncodedObject(argv[j])) continue;
         b->tree[b->n] = t;
-        b->m[b->n] = member;
-        b->len[b->n++] = len;
+        b->m[b->n] = (const unsigned char *)objectGetVal(argv[j]);
+        b->len[b->n++] = sdslen(objectGetVal(argv[j]));
     }
 }
 
 void prefetchQueuedMembers(client *c) {
     memberBatch b;
-    b.n = 0;
+    b.n = b.sets = 0;
     b.max = server.prefetch_batch_max_size < ZBT_PREFETCH_MAX ? server.prefetch_batch_max_size : ZBT_PREFETCH_MAX;
     b.lastKey = NULL;
     b.lastVal = NULL;
     b.lone = c->cmd_queue.off >= c->cmd_queue.len;
     if (c->parsed_cmd && !(c->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, c->parsed_cmd, c->argv, c->argc);
-    for (int i = c->cmd_queue.off; i < c->cmd_queue.len && b.n < b.max; i++) {
+    for (int i = c->cmd_queue.off; i < c->cmd_queue.len && b.n + b.sets < b.max; i++) {
         parsedCommand *p = &c->cmd_queue.cmds[i];
         if (p->cmd && !(p->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, p->cmd, p->argv, p->argc);
     }

@@ -5,41 +5,31 @@
  * Sets past their intset or listpack, as the server sees them.
  *
  * A big set is an robj of type OBJ_SET, encoding OBJ_ENCODING_BTREE, whose
- * value is one of two forms, told apart by the value's first word
- * (ibsIsSet):
+ * value is one of two engines, told apart by the value's first word
+ * (ibsIsSet, hpsIsSet):
  *
- *   robj { OBJ_SET, OBJ_ENCODING_BTREE, ptr } --> ibset       every member an integer
- *                                          \--> zbt (keyed)   any other set
+ *   robj { OBJ_SET, OBJ_ENCODING_BTREE, ptr } --> ibset   every member an integer
+ *                                          \--> hpset   any other set
  *
  * The integer form (ibset.c) keeps the members as sorted 64-bit integers in
  * blocks of offsets or bitmaps: a run of consecutive integers costs a bit a
  * member, a million random integers below 10^8 about two bytes. A big set
  * starts in it (an intset past its limit, a set created big with integers
- * only) and moves to a keyed tree, for good, when a member that is no
+ * only) and moves to the string form, for good, when a member that is no
  * integer arrives. "Integer" is what an intset takes: a string that
  * string2ll parses, so the member's bytes are the integer's decimal form.
  *
- * The keyed tree is a tree of the sorted-set engine (zbtree.c) whose
- * entries' scores are their members' keys, the top 24 bits of the member's
- * seeded hash:
+ * The string form (hpset.c) packs members inline in cache-line buckets
+ * addressed by their hash, as their stored form (setpack.c): a 24-character
+ * alphanumeric member takes 19 bytes. A lookup reads one line, which a
+ * pipeline's commands ask for ahead (memberprefetch.c).
  *
- *   leaf entry: [header][key delta: 0-4 bytes][member, inline up to 64]
- *
- * The members are in the order of (key, member): hashes spread them
- * evenly, and between neighbours the key grows by 2^24 / n on average, a
- * delta of one or two bytes in a set of thousands or millions. A member is
- * found by descending the tree to its key, so a keyed tree has no member
- * index (8 bytes a member and more in a sorted set). Otherwise a set gets
- * what a big sorted set has: members packed in 512-byte leaves, growth a
- * leaf at a time (never a doubling), ranks for uniform random members,
- * defrag in steps, dismiss in a fork child.
- *
- * Both forms give SSCAN a cursor that is a place in their order (a key
- * below 2^24 for a keyed tree; 2^62 plus a quarter of the integer to go on
- * from for the integer form), so that SCAN's guarantee holds through growth
- * and shrinking; a cursor of the integer form given to a keyed tree (the
- * set changed form mid-scan) starts it again. Every set of one form is in the
- * same order, so an intersection of big sets of one form walks them side
+ * Both forms give SSCAN a cursor that is a place in their order (a hash
+ * position below 2^48 for the string form; 2^62 plus a quarter of the
+ * integer to go on from for the integer form), so that SCAN's guarantee
+ * holds through growth and shrinking; a cursor of the integer form given to
+ * the string form (the set changed form mid-scan) starts it again. Sets of
+ * integers are all in one order, so an intersection of them walks them side
  * by side instead of probing one per member.
  *
  * Upstream's hashtable encoding stays for the temporary sets of SUNION and
@@ -51,6 +41,7 @@
  */
 
 #include "server.h"
+#include "hpset.h"
 #include "mt19937-64.h"
 #include "setpack.h"
 
@@ -63,7 +54,7 @@ int setBtreeIsIntegers(const robj *set) {
 }
 
 /* A big set starts in the integer form; its first member that is no
- * integer moves it to a keyed tree (setBtreeAdd). */
+ * integer moves it to the string form (setBtreeAdd). */
 robj *createSetBtreeObject(void) {
     robj *o = createObject(OBJ_SET, ibsCreate());
     o->encoding = OBJ_ENCODING_BTREE;
@@ -74,25 +65,26 @@ void setBtreeFree(void *v) {
     if (ibsIsSet(v))
         ibsFree(v);
     else
-        zbtFree(v);
+        hpsFree(v);
 }
 
 size_t setBtreeAllocSize(const void *v) {
-    return ibsIsSet(v) ? ibsAllocSize(v) : zbtAllocSize(v);
+    return ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v);
 }
 
-/* The integer form to a keyed tree, for good. */
-static zbt *keyedFromSet(robj *setobj);
+/* The integer form to the string form, for good, sized for `expected`
+ * members. */
+static hpset *stringsFromSet(robj *setobj, unsigned long expected);
 
-static void moveToKeyed(robj *set) {
-    zbt *t = keyedFromSet(set);
+static void moveToStrings(robj *set, unsigned long expected) {
+    hpset *t = stringsFromSet(set, expected);
     serverAssert(t); /* a set has no repeats */
     ibsFree(objectGetVal(set));
     objectSetVal(set, t);
 }
 
-/* A member as a keyed tree stores it (setpack.c): packed, escaped, or as
- * it is. */
+/* A member as the string form stores it (setpack.c): packed, escaped, or
+ * as it is. */
 typedef struct storedMember {
     const unsigned char *p;
     size_t len;
@@ -114,16 +106,16 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
     if (isIntegers(set)) {
         long long v;
         if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
-        moveToKeyed(set);
+        moveToStrings(set, 0);
     }
     storedMember s;
     storeMember(&s, m, len);
-    int added = zbtInsert(objectGetVal(set), 0.0, s.p, s.len) == ZBT_OK;
+    int added = hpsInsert(objectGetVal(set), s.p, s.len);
     storedMemberDone(&s);
     return added;
 }
 
-/* The member may come from this set's own leaves (SPOP's iterations): the
+/* The member may come from this set's own buckets (SPOP's iterations): the
  * engine reads it before the entry goes. */
 int setBtreeRemove(robj *set, const char *m, size_t len) {
     if (isIntegers(set)) {
@@ -132,7 +124,7 @@ int setBtreeRemove(robj *set, const char *m, size_t len) {
     }
     storedMember s;
     storeMember(&s, m, len);
-    int removed = zbtDelete(objectGetVal(set), s.p, s.len, NULL);
+    int removed = hpsDelete(objectGetVal(set), s.p, s.len);
     storedMemberDone(&s);
     return removed;
 }
@@ -142,16 +134,15 @@ int setBtreeIsMember(robj *set, const char *m, size_t len) {
         long long v;
         return string2ll(m, len, &v) && ibsContains(objectGetVal(set), v);
     }
-    double score;
     storedMember s;
     storeMember(&s, m, len);
-    int found = zbtScore(objectGetVal(set), s.p, s.len, &score);
+    int found = hpsContains(objectGetVal(set), s.p, s.len);
     storedMemberDone(&s);
     return found;
 }
 
-/* SMISMEMBER: a reply of 1 or 0 for each member. A keyed tree looks up a
- * batch of members at once (zbtKeyedContainsMany). */
+/* SMISMEMBER: a reply of 1 or 0 for each member. The string form asks for
+ * a batch of members' buckets at once, then looks them up. */
 #define MEMBER_BATCH 16
 
 void setBtreeReplyIsMembers(client *c, robj *set, robj **members, int n) {
@@ -162,28 +153,30 @@ void setBtreeReplyIsMembers(client *c, robj *set, robj **members, int n) {
         }
         return;
     }
+    hpset *hs = objectGetVal(set);
     storedMember s[MEMBER_BATCH];
-    const unsigned char *p[MEMBER_BATCH];
-    size_t len[MEMBER_BATCH];
-    int found[MEMBER_BATCH];
+    uint64_t hash[MEMBER_BATCH];
     for (int from = 0; from < n; from += MEMBER_BATCH) {
         int k = n - from < MEMBER_BATCH ? n - from : MEMBER_BATCH;
         for (int j = 0; j < k; j++) {
             sds m = objectGetVal(members[from + j]);
             storeMember(&s[j], m, sdslen(m));
-            p[j] = s[j].p;
-            len[j] = s[j].len;
+            hash[j] = hpsHash(s[j].p, s[j].len);
+            hpsPrefetch(hs, hash[j]);
         }
-        zbtKeyedContainsMany(objectGetVal(set), p, len, k, found);
         for (int j = 0; j < k; j++) {
-            addReply(c, found[j] ? shared.cone : shared.czero);
+            addReply(c, hpsContainsHashed(hs, hash[j], s[j].p, s[j].len) ? shared.cone : shared.czero);
             storedMemberDone(&s[j]);
         }
     }
 }
 
 unsigned long setBtreeSize(const robj *set) {
-    return isIntegers(set) ? ibsLength(objectGetVal(set)) : zbtLength(objectGetVal(set));
+    return isIntegers(set) ? ibsLength(objectGetVal(set)) : hpsLength(objectGetVal(set));
+}
+
+static uint64_t randomBits(void) {
+    return genrand64_int64();
 }
 
 /* A uniformly random member: an integer (*str NULL), or a member read where
@@ -197,19 +190,20 @@ void setBtreeRandom(robj *set, char **str, size_t *len, int64_t *llele) {
         return;
     }
     static unsigned char buf[SPK_DEC_BUF];
-    listpackEntry e;
-    const unsigned char *m;
-    zsetBtreeRandomEntry(objectGetVal(set), &e, NULL);
-    *len = spkDecode(e.sval, e.slen, buf, &m);
+    const unsigned char *e, *m;
+    size_t elen;
+    serverAssert(hpsRandom(objectGetVal(set), randomBits, &e, &elen));
+    *len = spkDecode(e, elen, buf, &m);
     *str = (char *)m;
 }
 
 /* Iteration: a cursor of either engine, allocated for the iterator's life
- * on its first step; a keyed tree's with a buffer its members unpack into. */
-typedef struct keyedIter {
-    zbtCursor c;
+ * on its first step; the string form's with a buffer its members unpack
+ * into. */
+typedef struct stringsIter {
+    hpsIter it;
     unsigned char buf[SPK_DEC_BUF];
-} keyedIter;
+} stringsIter;
 
 void setBtreeIterInit(setTypeIterator *si) {
     si->btree_iter = NULL;
@@ -231,16 +225,15 @@ int setBtreeIterNext(setTypeIterator *si, char **str, size_t *len, int64_t *llel
         *llele = c->value;
         return 1;
     }
-    keyedIter *it = si->btree_iter;
+    stringsIter *it = si->btree_iter;
     if (!it) {
         it = si->btree_iter = zmalloc(sizeof(*it));
-        more = zbtFirst(objectGetVal(si->subject), &it->c);
-    } else {
-        more = zbtNext(&it->c);
+        hpsIterInit(objectGetVal(si->subject), &it->it);
     }
-    if (!more) return 0;
-    const unsigned char *m;
-    *len = spkDecode(it->c.member, it->c.len, it->buf, &m);
+    const unsigned char *e, *m;
+    size_t elen;
+    if (!hpsIterNext(&it->it, &e, &elen)) return 0;
+    *len = spkDecode(e, elen, it->buf, &m);
     *str = (char *)m;
     *llele = -123456789; /* Not needed. Defensive. */
     return 1;
@@ -250,63 +243,30 @@ void setBtreeIterRelease(setTypeIterator *si) {
     zfree(si->btree_iter);
 }
 
-/* Builds a keyed tree from a set of another encoding or form: the members,
- * stored as the tree stores them (one string holds them all: an offset into
- * it while it grows, a pointer once it is whole), sorted by key, then
- * appended, fill its leaves whole. */
-typedef struct setMember {
-    double key; /* zbtMemberKey */
-    union {
-        size_t off;
-        const unsigned char *p;
-    };
-    size_t len;
-} setMember;
-
-static int setMemberCompare(const void *a, const void *b) {
-    const setMember *x = a, *y = b;
-    return zbtCompare(x->key, x->p, x->len, y->key, y->p, y->len);
-}
-
-/* Returns NULL when a member repeats (a listpack loaded unchecked). */
-static zbt *keyedFromSet(robj *setobj) {
+/* Builds the string form from a set of another encoding or form, sized
+ * for its members up front. Returns NULL when a member repeats (a listpack
+ * loaded unchecked). */
+static hpset *stringsFromSet(robj *setobj, unsigned long expected) {
     unsigned long n = setTypeSize(setobj);
-    zbt *t = zbtCreateKeyed();
-    if (n == 0) return t;
-    setMember *members = zmalloc(sizeof(*members) * n);
-    sds bytes = sdsempty();
+    hpset *t = hpsCreate(n > expected ? n : expected);
     setTypeIterator *si = setTypeInitIterator(setobj);
     char *str, num[LONG_STR_SIZE];
     size_t len;
     int64_t llval;
-    unsigned long i = 0;
-    while (setTypeNext(si, &str, &len, &llval) != -1) {
+    while (t && setTypeNext(si, &str, &len, &llval) != -1) {
         if (!str) {
             len = ll2string(num, sizeof(num), llval);
             str = num;
         }
         storedMember sm;
         storeMember(&sm, str, len);
-        setMember *e = &members[i++];
-        e->off = sdslen(bytes);
-        e->len = sm.len;
-        e->key = zbtMemberKey(sm.p, sm.len);
-        bytes = sdscatlen(bytes, sm.p, sm.len);
+        if (!hpsInsert(t, sm.p, sm.len)) {
+            hpsFree(t);
+            t = NULL;
+        }
         storedMemberDone(&sm);
     }
     setTypeReleaseIterator(si);
-    serverAssert(i == n);
-    for (i = 0; i < n; i++) members[i].p = (const unsigned char *)bytes + members[i].off;
-    qsort(members, n, sizeof(*members), setMemberCompare);
-    for (i = 0; i < n && t; i++) {
-        if (zbtAppend(t, 0.0, members[i].p, members[i].len) != ZBT_OK) {
-            zbtFree(t);
-            t = NULL;
-        }
-    }
-    if (t) zbtAppendDone(t);
-    sdsfree(bytes);
-    zfree(members);
     return t;
 }
 
@@ -352,20 +312,20 @@ static ibset *integersFromSet(robj *setobj, int *integers) {
 }
 
 /* A small set (intset or listpack) as a big one: the integer form when
- * every member is an integer, else a keyed tree. NULL when a member
+ * every member is an integer, else the string form. NULL when a member
  * repeats (a listpack loaded unchecked). */
-void *setBtreeFromSmall(robj *setobj) {
+void *setBtreeFromSmall(robj *setobj, unsigned long expected) {
     int integers;
     ibset *s = integersFromSet(setobj, &integers);
     if (integers) return s;
-    return keyedFromSet(setobj);
+    return stringsFromSet(setobj, expected);
 }
 
 /* A set loaded from RDB or RESTORE as intset or listpack, past their
  * limits, into a big set: C_ERR, with the set unchanged, when a member
  * repeats (a payload loaded without deep sanitization). */
 int setBtreeConvertLoaded(robj *o) {
-    void *t = setBtreeFromSmall(o);
+    void *t = setBtreeFromSmall(o, 0);
     if (!t) return C_ERR;
     freeSetObject(o);
     o->encoding = OBJ_ENCODING_BTREE;
@@ -373,82 +333,32 @@ int setBtreeConvertLoaded(robj *o) {
     return C_OK;
 }
 
-/* Adds a member of a set being loaded (RDB, RESTORE): in O(1) at the end
- * when members come in the form's order (as this encoding saves them),
- * inserted otherwise. Returns 0 for a member already there. */
-int setBtreeLoadAdd(robj *set, const char *m, size_t len) {
+/* Adds a member of a set being loaded (RDB, RESTORE) of `expected`
+ * members: integers in O(1) at the end when they come ascending (as this
+ * encoding saves them), inserted otherwise. Returns 0 for a member already
+ * there. */
+int setBtreeLoadAdd(robj *set, const char *m, size_t len, unsigned long expected) {
     if (isIntegers(set)) {
         long long v;
         ibset *s = objectGetVal(set);
         if (string2ll(m, len, &v)) return ibsAppend(s, v) || ibsInsert(s, v);
-        moveToKeyed(set);
+        moveToStrings(set, expected);
     }
-    zbt *t = objectGetVal(set);
-    storedMember s;
-    storeMember(&s, m, len);
-    int ret = zbtAppend(t, 0.0, s.p, s.len);
-    if (ret == ZBT_ERR_ORDER) ret = zbtInsert(t, 0.0, s.p, s.len);
-    storedMemberDone(&s);
-    return ret == ZBT_OK;
+    return setBtreeAdd(set, m, len);
 }
 
 void setBtreeLoadDone(robj *set) {
-    if (!isIntegers(set)) zbtAppendDone(objectGetVal(set));
+    UNUSED(set);
 }
 
-/* SINTER and its kin when every set is a big one. Sets of one form are in
- * one order, and walked together: the members of keyed trees in key
- * order, integers ascending. The smallest set leads; each member of it
- * seeks its place in the others (a few steps when it is near, a descent
- * when it is far), so that sets that overlap little are not read whole.
- * Calls fn for each member in all sets, until fn returns 0. */
-static int cursorCompare(const zbtCursor *c, double key, const unsigned char *m, size_t len) {
-    return zbtCompare(c->score, c->member, c->len, key, m, len);
-}
-
-/* Moves c to the first member at or after (key, m): a few steps when it is
- * near, a descent when it is far. Returns 0 past the end, else 1 with *cmp
- * the comparison of where c stands with (key, m), 0 or more. */
-static int advanceTo(robj *set, zbtCursor *c, double key, const unsigned char *m, size_t len, int *cmp) {
-    for (int steps = 0; (*cmp = cursorCompare(c, key, m, len)) < 0; steps++) {
-        if (steps == 8) {
-            if (!zbtSeek(objectGetVal(set), key, m, len, c)) return 0;
-            *cmp = cursorCompare(c, key, m, len);
-            return 1;
-        }
-        if (!zbtNext(c)) return 0;
-    }
-    return 1;
-}
-
-static void keyedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
-                           void *privdata) {
-    zbtCursor *cur = zmalloc(sizeof(zbtCursor) * setnum);
-    unsigned char buf[SPK_DEC_BUF];
-    int more = 1, cmp;
-    for (unsigned long j = 0; j < setnum && more; j++) more = zbtFirst(objectGetVal(sets[j]), &cur[j]);
-    while (more) {
-        unsigned long j;
-        for (j = 1; j < setnum; j++) {
-            if (sets[j] == sets[0]) continue;
-            if (!advanceTo(sets[j], &cur[j], cur[0].score, cur[0].member, cur[0].len, &cmp)) goto done;
-            if (cmp > 0) break;
-        }
-        if (j == setnum) {
-            const unsigned char *m;
-            size_t len = spkDecode(cur[0].member, cur[0].len, buf, &m);
-            if (!fn(privdata, (const char *)m, len)) break;
-            more = zbtNext(&cur[0]);
-        } else {
-            /* Set j is past the lead's member: the lead goes to where it is. */
-            more = advanceTo(sets[0], &cur[0], cur[j].score, cur[j].member, cur[j].len, &cmp);
-        }
-    }
-done:
-    zfree(cur);
-}
-
-/* Moves c to the first member >= v, as advanceTo does. */
+/* SINTER and its kin when every set is a big one. Sets of integers are in
+ * one order, and walked together, ascending. The smallest set leads; each
+ * member of it seeks its place in the others (a few steps when it is near,
+ * a seek when it is far), so that sets that overlap little are not read
+ * whole. Other sets are probed, one lookup a member of the smallest. Calls
+ * fn for each member in all sets, until fn returns 0. */
+/* Moves c to the first member >= v: a few steps when it is near, a seek
+ * when it is far. Returns 0 past the end. */
 static int advanceToInteger(robj *set, ibsCursor *c, int64_t v) {
     for (int steps = 0; c->value < v; steps++) {
         if (steps == 8) return ibsSeek(objectGetVal(set), v, c);
@@ -482,8 +392,9 @@ done:
     zfree(cur);
 }
 
-/* Sets of both forms: the smallest one's members, probed in the others. */
-static void mixedIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
+/* Sets of the string form, or of both: the smallest one's members, probed
+ * in the others. */
+static void probeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privdata, const char *m, size_t len),
                            void *privdata) {
     setTypeIterator *si = setTypeInitIterator(sets[0]);
     char *str, buf[LONG_STR_SIZE];
@@ -508,15 +419,21 @@ void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privda
     for (unsigned long j = 0; j < setnum; j++) ints += isIntegers(sets[j]);
     if (ints == setnum)
         integersIntersect(sets, setnum, fn, privdata);
-    else if (ints == 0)
-        keyedIntersect(sets, setnum, fn, privdata);
     else
-        mixedIntersect(sets, setnum, fn, privdata);
+        probeIntersect(sets, setnum, fn, privdata);
 }
 
 /* COPY of a big set: the same form. */
 void *setBtreeDup(const void *v) {
-    if (!ibsIsSet(v)) return zsetBtreeDup((zbt *)v);
+    if (hpsIsSet(v)) {
+        hpset *copy = hpsCreate(hpsLength(v));
+        hpsIter it;
+        const unsigned char *e;
+        size_t elen;
+        hpsIterInit(v, &it);
+        while (hpsIterNext(&it, &e, &elen)) serverAssert(hpsInsert(copy, e, elen));
+        return copy;
+    }
     ibset *copy = ibsCreate();
     ibsCursor c;
     for (int more = ibsFirst(v, &c); more; more = ibsNext(&c)) serverAssert(ibsAppend(copy, c.value));
@@ -527,14 +444,14 @@ void *setBtreeDup(const void *v) {
  * The cursor is 2^62 | (k >> 2), k the next member as ibset.c orders them
  * (the sign bit flipped). It stays below 2^63, as the server replies with a
  * cursor as a signed number and reads it back as an unsigned one, and at
- * or above 2^62, so it is never a keyed tree's cursor. As it drops k's last
+ * or above 2^62, so it is never the string form's cursor. As it drops k's last
  * two bits, a call goes on past count (by three members at most) until no
  * member it visited lies between the cursor and k: each member is visited
  * once, and every call moves on. 0 starts and ends. */
 #define SCAN_INT_FLAG (UINT64_C(1) << 62)
 #define SIGN_BIT (UINT64_C(1) << 63)
 
-unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+static unsigned long long intScan(ibset *s, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
     int64_t from = INT64_MIN;
     if (cursor >= SCAN_INT_FLAG && cursor < SIGN_BIT) from = (int64_t)(((cursor - SCAN_INT_FLAG) << 2) ^ SIGN_BIT);
     ibsCursor c;
@@ -554,45 +471,63 @@ unsigned long long setBtreeIntScan(ibset *s, unsigned long long cursor, size_t c
     return more ? SCAN_INT_FLAG | (k >> 2) : 0;
 }
 
-/* SSCAN of a keyed tree: the engine's scan, each member unpacked before fn
- * sees it. */
-typedef struct keyedScan {
+/* SSCAN of the string form: the engine's scan, each member unpacked
+ * before fn sees it. */
+typedef struct stringsScan {
     zbtScanFn fn;
     void *privdata;
     unsigned char buf[SPK_DEC_BUF];
-} keyedScan;
+} stringsScan;
 
-static void keyedScanEmit(void *privdata, const unsigned char *e, size_t elen, double key) {
-    keyedScan *ks = privdata;
+static void stringsScanEmit(void *privdata, const unsigned char *e, size_t elen) {
+    stringsScan *ss = privdata;
     const unsigned char *m;
-    size_t len = spkDecode(e, elen, ks->buf, &m);
-    ks->fn(ks->privdata, m, len, key);
+    size_t len = spkDecode(e, elen, ss->buf, &m);
+    ss->fn(ss->privdata, m, len, 0);
 }
 
-unsigned long long setBtreeKeyedScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
-    keyedScan ks = {.fn = fn, .privdata = privdata};
-    return zbtScan(t, cursor, count, keyedScanEmit, &ks);
+/* SSCAN of a big set, either form. */
+unsigned long long setBtreeScan(void *v, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
+    if (ibsIsSet(v)) return intScan(v, cursor, count, fn, privdata);
+    stringsScan ss = {.fn = fn, .privdata = privdata};
+    if (cursor >= SCAN_INT_FLAG) cursor = 0; /* the integer form's: start again */
+    return hpsScan(v, cursor, count, stringsScanEmit, &ss);
 }
 
-/* Active defrag of the integer form: its struct and index now, and its
- * blocks too unless the set has more than `later` members. Returns 1 when
- * the blocks are left for setBtreeIntDefragStep (upstream's defrag-later). */
-int setBtreeIntDefrag(robj *set, void *(*fn)(void *), unsigned long later) {
-    ibset *s = ibsDefragShell(objectGetVal(set), fn);
-    if (s) objectSetVal(set, s);
-    if (ibsLength(objectGetVal(set)) > later) return 1;
-    ibsDefragBlocks(objectGetVal(set), 0, UINT32_MAX, fn);
+/* Active defrag of a big set: its struct and index (the integer form's
+ * pages, the string form's directory) now, and the rest too unless the set
+ * has more than `later` members. Returns 1 when the rest is left for
+ * setBtreeDefragStep (upstream's defrag-later). */
+int setBtreeDefrag(robj *set, void *(*fn)(void *), unsigned long later) {
+    void *v = objectGetVal(set);
+    void *moved = ibsIsSet(v) ? (void *)ibsDefragShell(v, fn) : (void *)hpsDefragShell(v, fn);
+    if (moved) objectSetVal(set, moved);
+    if (setBtreeSize(set) > later) return 1;
+    for (unsigned long cursor = 0; (cursor = setBtreeDefragStep(set, cursor, fn));)
+        ;
     return 0;
 }
 
-/* One step: the blocks of one page of the index. Returns the cursor to go
- * on with, 0 when done. */
-unsigned long setBtreeIntDefragStep(robj *set, unsigned long cursor, void *(*fn)(void *)) {
-    return ibsDefragBlocks(objectGetVal(set), (uint32_t)cursor, 1, fn);
+/* One step: the blocks of one page of the integer form's index, or a few
+ * segments of the string form. Returns the cursor to go on with, 0 when
+ * done. */
+unsigned long setBtreeDefragStep(robj *set, unsigned long cursor, void *(*fn)(void *)) {
+    void *v = objectGetVal(set);
+    if (ibsIsSet(v)) return ibsDefragBlocks(v, (uint32_t)cursor, 1, fn);
+    return hpsDefragSegments(v, cursor, 16, fn);
+}
+
+/* A fork child that has saved a big set hands back its large allocations. */
+void setBtreeDismiss(robj *set) {
+    void *v = objectGetVal(set);
+    if (ibsIsSet(v))
+        ibsDismiss(v, server.page_size, dismissMemory);
+    else
+        hpsDismiss(v, server.page_size, dismissMemory);
 }
 
 /* DEBUG BTREE of the integer form: its figures. */
-void setBtreeIntDebug(client *c, ibset *s) {
+static void intDebug(client *c, ibset *s) {
     ibsStats st;
     ibsGetStats(s, &st);
     sds info = sdscatfmt(sdsempty(),
@@ -608,4 +543,37 @@ void setBtreeIntDebug(client *c, ibset *s) {
                          (unsigned long long)st.indexBytes, (unsigned long long)ibsAllocSize(s));
     addReplyVerbatim(c, info, sdslen(info), "txt");
     sdsfree(info);
+}
+
+static void stringsDebug(client *c, hpset *s) {
+    hpsStats st;
+    hpsGetStats(s, &st);
+    sds info = sdscatfmt(sdsempty(),
+                         "form:strings\r\nmembers:%U\r\nsegments:%U\r\ndirectory_depth:%u\r\nbuckets:%U\r\n"
+                         "overflowed_buckets:%U\r\nmost_in_a_bucket:%u\r\nentry_bytes:%U\r\n"
+                         "segment_bytes:%U\r\nlong_member_bytes:%U\r\ndirectory_bytes:%U\r\ntotal_bytes:%U\r\n",
+                         (unsigned long long)st.members, (unsigned long long)st.segments, st.depth,
+                         (unsigned long long)st.buckets, (unsigned long long)st.overflowed, st.maxPerBucket,
+                         (unsigned long long)st.entryBytes, (unsigned long long)st.segmentBytes,
+                         (unsigned long long)st.outOfLineBytes, (unsigned long long)st.dirBytes,
+                         (unsigned long long)st.bytes);
+    addReplyVerbatim(c, info, sdslen(info), "txt");
+    sdsfree(info);
+}
+
+/* DEBUG BTREE <key> [CHECK] of a big set: its figures, or the check of
+ * every invariant of its engine. */
+void setBtreeDebug(client *c, robj *set, int check) {
+    void *v = objectGetVal(set);
+    if (check) {
+        const char *err = ibsIsSet(v) ? ibsCheck(v) : hpsCheck(v);
+        if (err)
+            addReplyErrorFormat(c, "btree check failed: %s", err);
+        else
+            addReply(c, shared.ok);
+    } else if (ibsIsSet(v)) {
+        intDebug(c, v);
+    } else {
+        stringsDebug(c, v);
+    }
 }

@@ -120,10 +120,9 @@ int zsetConvertFromLoadedListpack(robj *o) {
     return C_OK;
 }
 
-/* COPY: appended in order, leaves filled whole; a keyed tree (a big set)
- * into a keyed tree. */
+/* COPY: appended in order, leaves filled whole. */
 zbt *zsetBtreeDup(zbt *t) {
-    zbt *copy = zbtIsKeyed(t) ? zbtCreateKeyed() : zbtCreate(zbtLength(t));
+    zbt *copy = zbtCreate(zbtLength(t));
     zbtCursor *cur = zmalloc(sizeof(*cur));
     for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
         serverAssert(zsetBtreeAdd(copy, cur->score, cur->member, cur->len) == ZBT_OK);
@@ -226,13 +225,8 @@ static void scanEmit(void *privdata, const unsigned char *m, size_t len, double 
 unsigned long long zsetBtreeScan(zbt *t, unsigned long long cursor, long count, sds pattern, int only_keys, vector *out) {
     scanTarget st = {.pattern = pattern, .only_keys = only_keys, .out = out};
     size_t n = count > 0 ? (size_t)count : 1;
-    /* A big set of integers (t_set_btree.c), whose cursors are 2^62 and
-     * more: a keyed tree given one (the set changed form) starts again. */
-    if (ibsIsSet(t)) return setBtreeIntScan((ibset *)t, cursor, n, scanEmit, &st);
-    if (zbtIsKeyed(t)) {
-        if (cursor >= (UINT64_C(1) << 62)) cursor = 0;
-        return setBtreeKeyedScan(t, cursor, n, scanEmit, &st);
-    }
+    /* A big set (t_set_btree.c), either form. */
+    if (ibsIsSet(t) || hpsIsSet(t)) return setBtreeScan(t, cursor, n, scanEmit, &st);
     return zbtScan(t, cursor, n, scanEmit, &st);
 }
 
@@ -417,8 +411,8 @@ int zsetListpackIsOrdered(unsigned char *zl) {
  * leaves a skiplist's nodes. */
 void zsetBtreeDismiss(robj *o, size_t size_hint) {
     UNUSED(size_hint);
-    if (ibsIsSet(objectGetVal(o)))
-        ibsDismiss(objectGetVal(o), server.page_size, dismissMemory);
+    if (o->type == OBJ_SET)
+        setBtreeDismiss(o);
     else
         zbtDismiss(objectGetVal(o), server.page_size, dismissMemory);
 }
@@ -427,8 +421,6 @@ void zsetBtreeDismiss(robj *o, size_t size_hint) {
  * figures (a walk of its leaves, as DEBUG LISTPACK walks a listpack), or
  * the check of every invariant of the tree and its index. */
 static sds catIndexStats(sds s, zbt *t) {
-    /* A big set's tree is keyed by its members' hashes: no index. */
-    if (zbtIsKeyed(t)) return sdscat(s, "index:none (keyed by member hash)\r\n");
     zmiStats ix;
     zmiGetStats(zbtIndex(t), &ix);
     return sdscatfmt(s,
@@ -443,15 +435,14 @@ static sds catIndexStats(sds s, zbt *t) {
 
 void zsetBtreeDebug(client *c, robj *o, int check) {
     zbt *t = objectGetVal(o);
-    int integers = ibsIsSet(t); /* a big set of integers (t_set_btree.c) */
-    if (check) {
-        const char *err = integers ? ibsCheck((ibset *)t) : zbtCheck(t);
-        if (err) addReplyErrorFormat(c, "btree check failed: %s", err);
-        else addReply(c, shared.ok);
+    if (o->type == OBJ_SET) {
+        setBtreeDebug(c, o, check); /* a big set (t_set_btree.c) */
         return;
     }
-    if (integers) {
-        setBtreeIntDebug(c, (ibset *)t);
+    if (check) {
+        const char *err = zbtCheck(t);
+        if (err) addReplyErrorFormat(c, "btree check failed: %s", err);
+        else addReply(c, shared.ok);
         return;
     }
     zbtStats st;
@@ -474,8 +465,9 @@ void zsetBtreeDebug(client *c, robj *o, int check) {
 }
 
 void zsetBtreeIndexStats(client *c, robj *o) {
-    sds s = ibsIsSet(objectGetVal(o)) ? sdsnew("index:none (integer blocks)\r\n")
-                                      : catIndexStats(sdsempty(), objectGetVal(o));
+    sds s = ibsIsSet(objectGetVal(o))   ? sdsnew("index:none (integer blocks)\r\n")
+            : hpsIsSet(objectGetVal(o)) ? sdsnew("index:none (hashed buckets)\r\n")
+                                        : catIndexStats(sdsempty(), objectGetVal(o));
     addReplyVerbatim(c, s, sdslen(s), "txt");
     sdsfree(s);
 }

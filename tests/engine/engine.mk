@@ -3,8 +3,9 @@
 # the engine's benchmark. Included by the top-level Makefile. test_zbtree
 # and fuzz_zbtree drive sorted sets; test_zbtset and fuzz_zbtset keyed
 # trees (zbtCreateKeyed: the members of big sets); test_ibset and
-# fuzz_ibset big integer sets (ibset.c); test_setpack and fuzz_setpack the
-# packed form a big set's keyed tree stores its members in (setpack.c).
+# fuzz_ibset big integer sets (ibset.c); test_hpset and fuzz_hpset big sets
+# of strings (hpset.c); test_setpack and fuzz_setpack the packed form a big
+# set stores its members in (setpack.c).
 #
 # The engine links only upstream's allocator and small helpers, compiled
 # here from the assembled tree: zmalloc.c (with the bundled jemalloc, so the
@@ -16,6 +17,11 @@ ENGINE_HDR := src/zbtree.h src/zmindex.h tests/engine/zbt_diff.h
 ZBTSET_HDR := $(ENGINE_HDR) tests/engine/zbtset_diff.h
 IBSET_SRC := src/ibset.c
 IBSET_HDR := src/ibset.h tests/engine/ibs_diff.h
+HPSET_SRC := src/hpset.c
+HPSET_HDR := src/hpset.h tests/engine/hps_diff.h
+# Six size classes (segments of at most 1 KiB): a few hundred members
+# split and merge segments, so the differential run checks both often.
+HPSET_SMALL := -DHPS_SEG_CLASSES=6
 SETPACK_SRC := src/setpack.c
 SETPACK_HDR := src/setpack.h
 ENGINE_HELPERS := $(TREE)/src/zmalloc.c $(TREE)/src/serverassert.c $(TREE)/src/siphash.c
@@ -116,6 +122,30 @@ $(ENGINE_OUT)/fuzz_zbtree $(ENGINE_OUT)/fuzz_zbtset: $(ENGINE_OUT)/fuzz_%: tests
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_$*.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
 
+# Big sets of strings, built the same three ways. The differential run
+# (HPS_DIFF_OPS operations: half a million in the plain build, about 15 s)
+# checks every invariant after each operation while the set is small.
+$(ENGINE_OUT)/test_hpset: tests/engine/test_hpset.c $(HPSET_SRC) $(HPSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/test_hpset.c $(HPSET_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+
+$(ENGINE_OUT)/test_hpset_small: tests/engine/test_hpset.c $(HPSET_SRC) $(HPSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(HPSET_SMALL) $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/test_hpset.c $(HPSET_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+
+$(ENGINE_OUT)/test_hpset_san: tests/engine/test_hpset.c $(HPSET_SRC) $(HPSET_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g $(HPSET_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
+		tests/engine/test_hpset.c $(HPSET_SRC) $(ENGINE_HELPERS) -lm -lcmocka
+
+$(ENGINE_OUT)/fuzz_hpset: tests/engine/fuzz_hpset.c $(HPSET_SRC) $(HPSET_HDR) | all
+	@utils/install-deps.sh fuzz
+	@mkdir -p $(@D)
+	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(HPSET_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_hpset.c $(HPSET_SRC) $(ENGINE_HELPERS) -lm
+
 # Small blocks and pages for the fuzzer: 56 bytes of data a block, four
 # blocks a page, so that short inputs split and merge pages too.
 IBSET_SMALL := -DIB_BLOCK_BYTES=64 -DIB_PAGE_BLOCKS=4
@@ -132,32 +162,36 @@ $(ENGINE_OUT)/fuzz_setpack: tests/engine/fuzz_setpack.c $(SETPACK_SRC) $(SETPACK
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(ENGINE_INC) -o $@ tests/engine/fuzz_setpack.c $(SETPACK_SRC) $(ENGINE_HELPERS) -lm
 
-.PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-zbtset fuzz-ibset fuzz-setpack \
+.PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-zbtset fuzz-ibset fuzz-hpset fuzz-setpack \
 	bench-engine
 
 test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_OUT)/test_zbtset \
-		$(ENGINE_OUT)/test_zbtset_small $(ENGINE_OUT)/test_ibset $(ENGINE_OUT)/test_setpack
+		$(ENGINE_OUT)/test_zbtset_small $(ENGINE_OUT)/test_ibset $(ENGINE_OUT)/test_hpset \
+		$(ENGINE_OUT)/test_hpset_small $(ENGINE_OUT)/test_setpack
 	$(ENGINE_OUT)/test_zbtree
 	ZBT_TEST_HUGE=0 $(ENGINE_OUT)/test_zbtree_small
 	$(ENGINE_OUT)/test_zbtset
 	$(ENGINE_OUT)/test_zbtset_small
 	$(ENGINE_OUT)/test_ibset
+	HPS_DIFF_OPS=500000 $(ENGINE_OUT)/test_hpset
+	HPS_DIFF_OPS=300000 $(ENGINE_OUT)/test_hpset_small
 	$(ENGINE_OUT)/test_setpack
 
 test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_zbtset_san $(ENGINE_OUT)/test_ibset_san \
-		$(ENGINE_OUT)/test_setpack_san
+		$(ENGINE_OUT)/test_hpset_san $(ENGINE_OUT)/test_setpack_san
 	ZBT_TEST_HUGE=0 ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
 	ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtset_san
 	IBS_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_ibset_san
+	HPS_DIFF_OPS=100000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_hpset_san
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_setpack_san
 
 # Runs each differential fuzzer in FUZZ_TARGETS for FUZZ_SECONDS, one after
 # the other, from the corpus it keeps: sorted sets (zbtree, whose corpus is
-# build/engine/corpus), keyed trees (zbtset), big integer sets (ibset) and
-# packed set members (setpack).
+# build/engine/corpus), keyed trees (zbtset), big integer sets (ibset), big
+# sets of strings (hpset) and packed set members (setpack).
 # One alone: `make fuzz FUZZ_TARGETS=zbtset FUZZ_SECONDS=60`, or
 # `make fuzz-zbtset`.
-FUZZ_TARGETS ?= zbtree zbtset ibset setpack
+FUZZ_TARGETS ?= zbtree zbtset ibset hpset setpack
 fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
 
 fuzz-zbtree: $(ENGINE_OUT)/fuzz_zbtree
@@ -174,6 +208,11 @@ fuzz-ibset: $(ENGINE_OUT)/fuzz_ibset
 	@mkdir -p $(ENGINE_OUT)/corpus-ibset
 	$(ENGINE_OUT)/fuzz_ibset -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
 		$(ENGINE_OUT)/corpus-ibset
+
+fuzz-hpset: $(ENGINE_OUT)/fuzz_hpset
+	@mkdir -p $(ENGINE_OUT)/corpus-hpset
+	$(ENGINE_OUT)/fuzz_hpset -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+		$(ENGINE_OUT)/corpus-hpset
 
 fuzz-setpack: $(ENGINE_OUT)/fuzz_setpack
 	@mkdir -p $(ENGINE_OUT)/corpus-setpack

@@ -1,0 +1,914 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * hpset: the members of a big set of strings, packed in hashed buckets.
+ *
+ * A lookup should cost what upstream's hashtable's does, one line from
+ * memory, which can be asked for ahead of time, while the members stay
+ * packed as in a listpack. So members live inline in 64-byte buckets
+ * picked by their hash, buckets make up segments, and a directory of the
+ * hash's top bits points to the segments (extendible hashing):
+ *
+ *   hpset { tag, count, dir[2^depth] }
+ *                        |
+ *                        +--> segment (a line of header, then buckets)
+ *                             [count used homes depth ...]
+ *                             [bucket 0][bucket 1] ... [bucket homes-1]
+ *                             [extra 0][extra 1]          (EXTRA, no homes)
+ *
+ *   bucket: [meta][tag len bytes...][tag len bytes...] ... [free]
+ *           meta = bytes of entries (6 bits) | OVERFLOWED (0x80)
+ *   entry:  tag, [more:3 len:5], then the member's bytes (len <= INLINE_MAX);
+ *           or tag, [more:3 OUT_OF_LINE], then an 8-byte pointer to
+ *           [u32 len][bytes]
+ *
+ * A segment of local depth d holds the members whose hash has its d-bit
+ * prefix; it is pointed to by the 2^(depth-d) directory slots of that
+ * prefix. A member's tag is the next 8 bits of its hash, bits d to d+7, and
+ * its home bucket is tag * homes / 256: buckets follow the hash's order.
+ * The 3 bits after the tag ride in the len byte ("more"), of which the
+ * segment's first moreBits are right: a split takes its bit from the tag's
+ * top and shifts the next one in from them, so it hashes no member again
+ * while one is left.
+ * An insert goes to the first bucket from the home on with room for it,
+ * and marks the buckets it passed OVERFLOWED; a lookup goes on past its
+ * home only while buckets are marked (as upstream's "ever full" buckets).
+ *
+ * Invariants:
+ * - A member lies at its home or after it, and every bucket from its home
+ *   to the one before its own is OVERFLOWED. Buckets hold at most
+ *   MAX_PER_BUCKET entries, and the set's maxPer is at least any bucket's.
+ * - A segment's count and used are its entries and their bytes; its
+ *   allocation is a jemalloc size class of whole lines (so that buckets are
+ *   lines), between SEG_MIN_BYTES and SEG_MAX_BYTES.
+ * - The directory is 2^depth slots; a segment of depth d <= depth fills
+ *   the aligned run of 2^(depth-d) slots of its prefix; atDepth counts the
+ *   segments of depth `depth`.
+ * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
+ *
+ * Growth: a segment past MAX_LOAD is rebuilt a size class larger, placing
+ * entries by their stored tags (no member is read or hashed); at
+ * SEG_MAX_BYTES it splits in two by hash bit d, which needs each member's
+ * hash again, once each time the set doubles, as upstream's hashtable
+ * rehashes each member once as it doubles. No step allocates more than
+ * two segments, so no insert stalls or adds more than 16 KiB. Deletes
+ * rebuild a segment below MIN_LOAD smaller and merge two buddies that fit
+ * in one: the merged tag is the prefix's last bit followed by the tag's
+ * top seven, so merging reads no member either.
+ *
+ * SSCAN's cursor is a position in a 48-bit hash space (HASH_POS_BITS). A
+ * call emits the members whose known position (the top d+8 bits of their
+ * hash) lies from the cursor up to a bucket boundary of the layout it
+ * finds, and the members displaced beyond that boundary from before it, so
+ * every member is emitted by the call whose range holds its hash, however
+ * segments split, grow or merge between calls (members astride the cursor
+ * may come twice, as SCAN allows).
+ *
+ * A random member: a directory slot, a bucket of a whole-size segment and
+ * an entry among maxPer, each uniform, kept when they name an entry and
+ * after a coin of 2^(d-depth) that evens out segments of smaller depth
+ * (rejection sampling: every member is equally likely).
+ *
+ * Public names start with hps; internal functions are static.
+ */
+
+#include "hpset.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "zmalloc.h"
+#include "serverassert.h"
+
+uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
+
+#define LINE 64
+#define BUCKET 128 /* Two lines, asked for together. */
+#define BUCKET_ROOM (BUCKET - 1) /* Bytes for entries after the meta byte. */
+#define META_USED 0x7f
+#define META_OVERFLOWED 0x80
+#define ENTRY_HEAD 2
+#define INLINE_MAX 30    /* Longer members live out of line. */
+#define LEN_MASK 0x1f
+#define OUT_OF_LINE 0x1f /* The len code of an out-of-line member. */
+#define MORE_SHIFT 5
+#define MORE_BITS 3
+#define OOL_ENTRY (ENTRY_HEAD + sizeof(void *))
+#define MAX_PER_BUCKET 12
+#define EXTRA 1 /* Buckets past the last home, where a run may end. */
+#define TAG_BITS 8
+#define SEG_MIN_BYTES 384
+#define SEG_MAX_BYTES 8192
+#define SEG_MAX_BUCKETS (SEG_MAX_BYTES / BUCKET - 1)
+#define MAX_DEPTH 40
+#define PRESIZE_ENTRIES 256 /* Members a segment is expected to get. */
+#define HASH_POS_BITS 48
+/* Loads, as a share of what a segment's buckets hold of entries its size. */
+#ifndef MAX_LOAD
+#define MAX_LOAD 0.85
+#endif
+#ifndef BUILD_LOAD
+#define BUILD_LOAD 0.75
+#endif
+#ifndef GROW_CLASSES
+#define GROW_CLASSES 1
+#endif
+#define MIN_LOAD 0.30
+#define SMALL_BUILD_LOAD 0.85 /* One segment: a small set, dense. */
+#define SMALL_MAX_LOAD 0.92
+
+typedef struct segment {
+    uint32_t count; /* Entries. */
+    uint32_t used;  /* Bytes of entries. */
+    uint16_t homes; /* Home buckets; EXTRA more follow. */
+    uint8_t depth;
+    uint8_t moreBits; /* Leading bits of every entry's "more" that are right. */
+    uint8_t pad[BUCKET - 12];
+} segment;
+
+struct hpset {
+    uint64_t tag; /* HPSET_TAG */
+    uint64_t count;
+    size_t bytes;
+    uint64_t *dir; /* Slots: see slotFor. */
+    uint64_t segments;
+    uint64_t atDepth; /* Segments whose depth is the directory's. */
+    uint8_t depth;
+    uint8_t maxPer;
+};
+
+static uint8_t hash_seed[16];
+static int pages_shared = 0;
+
+void hpsSetHashSeed(const uint8_t seed[16]) { memcpy(hash_seed, seed, sizeof(hash_seed)); }
+void hpsSetPagesShared(int shared) { pages_shared = shared; }
+uint64_t hpsHash(const unsigned char *m, size_t len) { return siphash(m, len, hash_seed); }
+
+/* --- Entries and buckets --- */
+
+static inline unsigned char *bucketAt(const segment *g, unsigned i) {
+    return (unsigned char *)g + BUCKET * (1 + (size_t)i);
+}
+
+static inline unsigned segBuckets(const segment *g) { return g->homes + EXTRA; }
+static inline size_t segBytes(unsigned homes) { return (size_t)BUCKET * (1 + homes + EXTRA); }
+static inline unsigned tagOf(uint64_t h, unsigned depth) { return (unsigned)((h << depth) >> (64 - TAG_BITS)); }
+static inline unsigned moreOf(uint64_t h, unsigned depth) {
+    return (unsigned)((h << (depth + TAG_BITS)) >> (64 - MORE_BITS));
+}
+static inline unsigned lenCode(const unsigned char *e) { return e[1] & LEN_MASK; }
+static inline unsigned homeOf(unsigned tag, unsigned homes) { return (tag * homes) >> TAG_BITS; }
+static inline size_t slotOf(const hpset *s, uint64_t h) { return s->depth ? h >> (64 - s->depth) : 0; }
+
+/* A directory slot carries its segment's home count and depth beside the
+ * pointer (user-space addresses take 48 bits), so that the line of a
+ * lookup is known without a read of the segment. */
+static inline uint64_t slotFor(const segment *g) {
+    return ((uint64_t)(uintptr_t)g << 16) | ((uint64_t)g->homes << 6) | g->depth;
+}
+static inline segment *slotSegment(uint64_t slot) { return (segment *)(uintptr_t)(slot >> 16); }
+static inline unsigned slotHomes(uint64_t slot) { return (slot >> 6) & 0x3ff; }
+static inline unsigned slotDepth(uint64_t slot) { return slot & 0x3f; }
+static inline segment *segAt(const hpset *s, size_t i) { return slotSegment(s->dir[i]); }
+static inline size_t entrySize(const unsigned char *e) {
+    return ENTRY_HEAD + (lenCode(e) == OUT_OF_LINE ? sizeof(void *) : lenCode(e));
+}
+static inline size_t storedSize(size_t len) {
+    return len <= INLINE_MAX ? ENTRY_HEAD + len : OOL_ENTRY;
+}
+
+static inline const unsigned char *oolBlock(const unsigned char *e) {
+    const unsigned char *p;
+    memcpy(&p, e + ENTRY_HEAD, sizeof(p));
+    return p;
+}
+
+/* The member an entry holds. */
+static inline const unsigned char *entryMember(const unsigned char *e, size_t *len) {
+    if (lenCode(e) != OUT_OF_LINE) {
+        *len = lenCode(e);
+        return e + ENTRY_HEAD;
+    }
+    const unsigned char *p = oolBlock(e);
+    uint32_t l;
+    memcpy(&l, p, sizeof(l));
+    *len = l;
+    return p + sizeof(l);
+}
+
+static inline int entryIs(const unsigned char *e, const unsigned char *m, size_t len) {
+    if (lenCode(e) != OUT_OF_LINE) return lenCode(e) == len && memcmp(e + ENTRY_HEAD, m, len) == 0;
+    if (len <= INLINE_MAX) return 0;
+    size_t l;
+    const unsigned char *p = entryMember(e, &l);
+    return l == len && memcmp(p, m, len) == 0;
+}
+
+static inline unsigned bucketEnd(const unsigned char *b) { return 1 + (b[0] & META_USED); }
+
+static unsigned bucketEntries(const unsigned char *b) {
+    unsigned n = 0, end = bucketEnd(b);
+    for (unsigned p = 1; p < end; p += entrySize(b + p)) n++;
+    return n;
+}
+
+/* The offset of the entry for m in bucket b, 0 when none. */
+static inline unsigned bucketFind(const unsigned char *b, unsigned tag, const unsigned char *m, size_t len) {
+    unsigned end = bucketEnd(b);
+    for (unsigned p = 1; p < end; p += entrySize(b + p))
+        if (b[p] == tag && entryIs(b + p, m, len)) return p;
+    return 0;
+}
+
+/* --- Allocation --- */
+
+static void *alloc(hpset *s, size_t size) {
+    size_t usable;
+    void *p = zmalloc_usable(size, &usable);
+    s->bytes += usable;
+    return p;
+}
+
+static void release(hpset *s, void *p) {
+    if (!p) return;
+    s->bytes -= zmalloc_size(p);
+    zfree(p);
+}
+
+/* The jemalloc size classes of whole lines a segment takes (four a
+ * doubling, as jemalloc's), as home bucket counts. */
+static const uint16_t seg_homes[] = {
+    1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 18, 22, 26, 30, 38, 46, 54, 62,
+};
+/* Fewer classes (HPS_SEG_CLASSES) make segments split sooner: the tests'
+ * small builds. */
+#ifdef HPS_SEG_CLASSES
+#define SEG_SIZES HPS_SEG_CLASSES
+#else
+#define SEG_SIZES (sizeof(seg_homes) / sizeof(seg_homes[0]))
+#endif
+
+static segment *segNew(hpset *s, unsigned homes, unsigned depth) {
+    segment *g = alloc(s, segBytes(homes));
+    assert(((uintptr_t)g >> 48) == 0);
+    memset(g, 0, segBytes(homes));
+    g->homes = homes;
+    g->depth = depth;
+    g->moreBits = MORE_BITS;
+    s->segments++;
+    return g;
+}
+
+static void segFree(hpset *s, segment *g) {
+    s->segments--;
+    release(s, g);
+}
+
+/* Entries a bucket holds when they are as large as the segment's are on
+ * average. */
+static unsigned perBucket(uint64_t count, uint64_t used) {
+    if (!count) return 3;
+    unsigned avg = (unsigned)((used + count - 1) / count);
+    unsigned n = avg ? BUCKET_ROOM / avg : MAX_PER_BUCKET;
+    return n < 1 ? 1 : n > MAX_PER_BUCKET ? MAX_PER_BUCKET : n;
+}
+
+/* The smallest size class whose buckets hold count entries at load, from
+ * class `from` on; SEG_SIZES when none does. */
+static unsigned sizeFor(uint64_t count, uint64_t used, double load, unsigned from) {
+    double need = (double)count / (perBucket(count, used) * load);
+    for (unsigned i = from; i < SEG_SIZES; i++)
+        if (seg_homes[i] >= need) return i;
+    return SEG_SIZES;
+}
+
+static unsigned sizeClassOf(const segment *g) {
+    for (unsigned i = 0; i < SEG_SIZES; i++)
+        if (seg_homes[i] == g->homes) return i;
+    return SEG_SIZES;
+}
+
+/* --- Placing entries --- */
+
+
+/* Puts entry e (tag already in e[0]) at its home or after; 0 when the run
+ * would go past the last bucket. */
+static int place(hpset *s, segment *g, const unsigned char *e, size_t es) {
+    unsigned total = segBuckets(g);
+    for (unsigned j = homeOf(e[0], g->homes); j < total; j++) {
+        unsigned char *b = bucketAt(g, j);
+        unsigned used = b[0] & META_USED;
+        if (used + es <= BUCKET_ROOM) {
+            unsigned n = bucketEntries(b);
+            if (n < MAX_PER_BUCKET) {
+                memcpy(b + 1 + used, e, es);
+                b[0] += es;
+                g->count++;
+                g->used += es;
+                if (n + 1 > s->maxPer) s->maxPer = n + 1;
+                return 1;
+            }
+        }
+        b[0] |= META_OVERFLOWED;
+    }
+    return 0;
+}
+
+/* An entry to move: where it is, and its tag and more bits for where it
+ * goes. */
+typedef struct moving {
+    const unsigned char *e;
+    uint8_t tag, more;
+} moving;
+
+static moving *gather(const segment *g, moving *v) {
+    unsigned total = segBuckets(g);
+    for (unsigned j = 0; j < total; j++) {
+        const unsigned char *b = bucketAt(g, j);
+        unsigned end = bucketEnd(b);
+        for (unsigned p = 1; p < end; p += entrySize(b + p)) {
+            v->e = b + p;
+            v->tag = b[p];
+            v->more = b[p + 1] >> MORE_SHIFT;
+            v++;
+        }
+    }
+    return v;
+}
+
+/* A segment of the given depth holding v[0..n) with their tags and more
+ * bits (moreBits of them right), in size class `cls` or the first larger
+ * one they fit in; NULL when none does. */
+static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsigned moreBits, unsigned cls) {
+    for (; cls < SEG_SIZES; cls++) {
+        segment *g = segNew(s, seg_homes[cls], depth);
+        unsigned char entries[SEG_MAX_BUCKETS] = {0};
+        unsigned homes = g->homes, total = segBuckets(g), maxPer = s->maxPer;
+        size_t i;
+        g->moreBits = moreBits;
+        for (i = 0; i < n; i++) {
+            const unsigned char *e = v[i].e;
+            size_t es = entrySize(e);
+            unsigned j = homeOf(v[i].tag, homes);
+            unsigned char *b = NULL;
+            for (; j < total; j++) {
+                b = bucketAt(g, j);
+                if ((b[0] & META_USED) + es <= BUCKET_ROOM && entries[j] < MAX_PER_BUCKET) break;
+                b[0] |= META_OVERFLOWED;
+            }
+            if (j == total) break;
+            unsigned char *to = b + 1 + (b[0] & META_USED);
+            memcpy(to, e, es);
+            to[0] = v[i].tag;
+            to[1] = (unsigned char)((e[1] & LEN_MASK) | (v[i].more << MORE_SHIFT));
+            b[0] += es;
+            if (++entries[j] > maxPer) maxPer = entries[j];
+            g->used += es;
+        }
+        if (i == n) {
+            g->count = n;
+            s->maxPer = maxPer;
+            return g;
+        }
+        segFree(s, g);
+    }
+    return NULL;
+}
+
+static void fillSlots(hpset *s, segment *g, uint64_t prefix) {
+    size_t first = prefix << (s->depth - g->depth), n = (size_t)1 << (s->depth - g->depth);
+    uint64_t v = slotFor(g);
+    for (size_t i = 0; i < n; i++) s->dir[first + i] = v;
+}
+
+static void doubleDir(hpset *s) {
+    assert(s->depth < MAX_DEPTH);
+    size_t n = (size_t)1 << s->depth;
+    uint64_t *dir = alloc(s, 2 * n * sizeof(*dir));
+    for (size_t i = 0; i < 2 * n; i++) dir[i] = s->dir[i >> 1];
+    release(s, s->dir);
+    s->dir = dir;
+    s->depth++;
+    s->atDepth = 0;
+}
+
+static void halveDirWhileShallow(hpset *s) {
+    while (s->depth && !s->atDepth && !pages_shared) {
+        size_t n = (size_t)1 << (s->depth - 1);
+        uint64_t *dir = alloc(s, n * sizeof(*dir));
+        for (size_t i = 0; i < n; i++) dir[i] = s->dir[2 * i];
+        release(s, s->dir);
+        s->dir = dir;
+        s->depth--;
+        for (size_t i = 0; i < n; i += (size_t)1 << (s->depth - slotDepth(dir[i])))
+            if (slotDepth(dir[i]) == s->depth) s->atDepth++;
+    }
+}
+
+static void noteDepth(hpset *s, const segment *g, int delta) {
+    if (g->depth == s->depth) s->atDepth += delta;
+}
+
+/* Installs v[0..n), tagged for depth d with moreBits right, as the
+ * segments of prefix `prefix`: one when they fit, else split by hash bit d,
+ * recursively. A split takes bit d from the tags' top and shifts the first
+ * more bit in; with none left, it hashes the members again. */
+static void install(hpset *s, moving *v, size_t n, unsigned d, unsigned moreBits, uint64_t prefix, int mustSplit) {
+    if (!mustSplit) {
+        uint64_t used = 0;
+        for (size_t i = 0; i < n; i++) used += entrySize(v[i].e);
+        segment *g = build(s, v, n, d, moreBits, sizeFor(n, used, BUILD_LOAD, 0));
+        if (g) {
+            noteDepth(s, g, 1);
+            fillSlots(s, g, prefix);
+            return;
+        }
+    }
+    if (d + 1 > s->depth) doubleDir(s);
+    size_t zeros = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned bit = v[i].tag >> (TAG_BITS - 1);
+        if (moreBits) {
+            v[i].tag = (uint8_t)((v[i].tag << 1) | (v[i].more >> (MORE_BITS - 1)));
+            v[i].more = (uint8_t)((v[i].more << 1) & ((1u << MORE_BITS) - 1));
+        } else {
+            size_t len;
+            const unsigned char *m = entryMember(v[i].e, &len);
+            uint64_t h = hpsHash(m, len);
+            v[i].tag = (uint8_t)tagOf(h, d + 1);
+            v[i].more = (uint8_t)moreOf(h, d + 1);
+        }
+        if (!bit) {
+            moving t = v[i];
+            v[i] = v[zeros];
+            v[zeros++] = t;
+        }
+    }
+    unsigned next = moreBits ? moreBits - 1 : MORE_BITS;
+    install(s, v, zeros, d + 1, next, prefix << 1, 0);
+    install(s, v + zeros, n - zeros, d + 1, next, (prefix << 1) | 1, 0);
+}
+
+static uint64_t prefixOf(const hpset *s, size_t slot, const segment *g) {
+    return g->depth ? (uint64_t)slot >> (s->depth - g->depth) : 0;
+}
+
+/* Makes room for one more entry of es bytes in the segment at slot. */
+static void grow(hpset *s, size_t slot, size_t es) {
+    segment *g = segAt(s, slot);
+    uint64_t prefix = prefixOf(s, slot, g);
+    moving stackv[256], *v = g->count + 1 <= 256 ? stackv : zmalloc(sizeof(*v) * (g->count + 1));
+    unsigned cls = sizeClassOf(g);
+    unsigned next = sizeFor(g->count + 1, g->used + es, s->segments == 1 ? SMALL_BUILD_LOAD : BUILD_LOAD, 0);
+    if (next < cls + GROW_CLASSES) next = cls + GROW_CLASSES;
+    if (next > SEG_SIZES) next = SEG_SIZES;
+    segment *ng = NULL;
+    size_t n = gather(g, v) - v;
+    if (next < SEG_SIZES) ng = build(s, v, n, g->depth, g->moreBits, next);
+    if (ng) {
+        noteDepth(s, g, -1);
+        noteDepth(s, ng, 1);
+        fillSlots(s, ng, prefix);
+    } else {
+        noteDepth(s, g, -1);
+        install(s, v, n, g->depth, g->moreBits, prefix, 1);
+    }
+    segFree(s, g);
+    if (v != stackv) zfree(v);
+}
+
+/* Merges the segment at slot with its buddy when both are at the same
+ * depth and fit together in half the largest size. Returns 1 when they
+ * did. */
+static int mergeBuddies(hpset *s, size_t slot) {
+    segment *g = segAt(s, slot);
+    if (!g->depth) return 0;
+    uint64_t prefix = prefixOf(s, slot, g);
+    segment *buddy = segAt(s, (prefix ^ 1) << (s->depth - g->depth));
+    if (buddy->depth != g->depth) return 0;
+    uint64_t count = g->count + buddy->count, used = g->used + buddy->used;
+    unsigned cls = sizeFor(count, used, BUILD_LOAD, 0);
+    if (cls >= SEG_SIZES || seg_homes[cls] * 2 > seg_homes[SEG_SIZES - 1]) return 0;
+    segment *lo = prefix & 1 ? buddy : g, *hi = prefix & 1 ? g : buddy;
+    /* One level up: the prefix's last bit goes in front of the tag, the
+     * tag's last bit in front of the more bits. */
+    moving *v = zmalloc(sizeof(*v) * (count ? count : 1));
+    moving *mid = gather(lo, v), *end = gather(hi, mid);
+    for (moving *p = v; p < end; p++) {
+        unsigned bit = p >= mid;
+        p->more = (uint8_t)(((p->tag & 1) << (MORE_BITS - 1)) | (p->more >> 1));
+        p->tag = (uint8_t)((bit << (TAG_BITS - 1)) | (p->tag >> 1));
+    }
+    unsigned moreBits = (lo->moreBits < hi->moreBits ? lo->moreBits : hi->moreBits) + 1;
+    if (moreBits > MORE_BITS) moreBits = MORE_BITS;
+    segment *ng = build(s, v, count, g->depth - 1, moreBits, cls);
+    zfree(v);
+    if (!ng) return 0;
+    noteDepth(s, lo, -1);
+    noteDepth(s, hi, -1);
+    fillSlots(s, ng, prefix >> 1);
+    noteDepth(s, ng, 1);
+    segFree(s, lo);
+    segFree(s, hi);
+    return 1;
+}
+
+/* After a delete: a segment below MIN_LOAD merges with its buddy when the
+ * two fit in one, and the result with its own buddy, and so on (a set
+ * emptied gives back every segment but one); else it is rebuilt smaller. */
+static void shrink(hpset *s, size_t slot) {
+    if (pages_shared) return;
+    int merged = 0;
+    for (;;) {
+        segment *g = segAt(s, slot);
+        double load = (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
+        if (load >= MIN_LOAD || !mergeBuddies(s, slot)) break;
+        merged = 1;
+    }
+    if (merged) {
+        halveDirWhileShallow(s);
+        return;
+    }
+    segment *g = segAt(s, slot);
+    unsigned cls = sizeClassOf(g);
+    double load = (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
+    if (load >= MIN_LOAD || cls == 0) return;
+    unsigned to = sizeFor(g->count, g->used, BUILD_LOAD, 0);
+    if (to >= cls) return;
+    moving stackv[256], *v = g->count <= 256 ? stackv : zmalloc(sizeof(*v) * g->count);
+    gather(g, v);
+    segment *ng = build(s, v, g->count, g->depth, g->moreBits, to);
+    if (v != stackv) zfree(v);
+    if (!ng) return;
+    noteDepth(s, g, -1);
+    noteDepth(s, ng, 1);
+    fillSlots(s, ng, prefixOf(s, slot, g));
+    segFree(s, g);
+}
+
+/* --- The set --- */
+
+hpset *hpsCreate(uint64_t expected) {
+    hpset *s = zcalloc(sizeof(*s));
+    s->tag = HPSET_TAG;
+    s->bytes = zmalloc_size(s);
+    /* As many segments as the members expected need, each starting small:
+     * growing in place moves entries but hashes none, where splits would
+     * hash every member again at each doubling. */
+    unsigned depth = 0;
+    while (depth < 24 && (expected >> depth) > PRESIZE_ENTRIES) depth++;
+    s->dir = alloc(s, sizeof(*s->dir) << depth);
+    s->depth = depth;
+    for (size_t i = 0; i < ((size_t)1 << depth); i++) s->dir[i] = slotFor(segNew(s, seg_homes[0], depth));
+    s->atDepth = (uint64_t)1 << depth;
+    return s;
+}
+
+void hpsFree(hpset *s) {
+    if (!s) return;
+    size_t n = (size_t)1 << s->depth;
+    for (size_t i = 0; i < n;) {
+        segment *g = segAt(s, i);
+        unsigned total = segBuckets(g);
+        for (unsigned j = 0; j < total; j++) {
+            unsigned char *b = bucketAt(g, j);
+            unsigned end = bucketEnd(b);
+            for (unsigned p = 1; p < end; p += entrySize(b + p))
+                if (lenCode(b + p) == OUT_OF_LINE) zfree((void *)oolBlock(b + p));
+        }
+        i += (size_t)1 << (s->depth - g->depth);
+        zfree(g);
+    }
+    zfree(s->dir);
+    zfree(s);
+}
+
+int hpsIsSet(const void *p) {
+    uint64_t tag;
+    memcpy(&tag, p, sizeof(tag));
+    return tag == HPSET_TAG;
+}
+
+uint64_t hpsLength(const hpset *s) { return s->count; }
+size_t hpsAllocSize(const hpset *s) { return s->bytes; }
+
+/* The entry for m, and its segment's slot and bucket; NULL when m is not a
+ * member. */
+static unsigned char *findEntry(const hpset *s, uint64_t h, const unsigned char *m, size_t len, unsigned char **bucket) {
+    uint64_t slot = s->dir[slotOf(s, h)];
+    const segment *g = slotSegment(slot);
+    unsigned homes = slotHomes(slot), tag = tagOf(h, slotDepth(slot)), total = homes + EXTRA;
+    for (unsigned j = homeOf(tag, homes); j < total; j++) {
+        unsigned char *b = bucketAt(g, j);
+        unsigned p = bucketFind(b, tag, m, len);
+        if (p) {
+            if (bucket) *bucket = b;
+            return b + p;
+        }
+        if (!(b[0] & META_OVERFLOWED)) break;
+    }
+    return NULL;
+}
+
+void hpsPrefetch(const hpset *s, uint64_t h) {
+    uint64_t slot = s->dir[slotOf(s, h)];
+    const segment *g = slotSegment(slot);
+    const unsigned char *b = bucketAt(g, homeOf(tagOf(h, slotDepth(slot)), slotHomes(slot)));
+    __builtin_prefetch(b);
+    __builtin_prefetch(b + LINE);
+    __builtin_prefetch(b + 2 * LINE);
+    __builtin_prefetch(b + 3 * LINE);
+    __builtin_prefetch(g);
+}
+
+int hpsContainsHashed(const hpset *s, uint64_t h, const unsigned char *m, size_t len) {
+    return findEntry(s, h, m, len, NULL) != NULL;
+}
+
+int hpsContains(const hpset *s, const unsigned char *m, size_t len) {
+    return hpsContainsHashed(s, hpsHash(m, len), m, len);
+}
+
+int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
+    if (findEntry(s, h, m, len, NULL)) return 0;
+    unsigned char e[OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX];
+    size_t es = storedSize(len);
+    if (len <= INLINE_MAX) {
+        e[1] = (unsigned char)len;
+        memcpy(e + ENTRY_HEAD, m, len);
+    } else {
+        assert(len <= UINT32_MAX);
+        unsigned char *p = alloc(s, sizeof(uint32_t) + len);
+        uint32_t l = (uint32_t)len;
+        memcpy(p, &l, sizeof(l));
+        memcpy(p + sizeof(l), m, len);
+        e[1] = OUT_OF_LINE;
+        memcpy(e + ENTRY_HEAD, &p, sizeof(p));
+    }
+    for (;;) {
+        size_t slot = slotOf(s, h);
+        segment *g = segAt(s, slot);
+        double max = s->segments == 1 ? SMALL_MAX_LOAD : MAX_LOAD;
+        if (g->count + 1 <= max * g->homes * perBucket(g->count + 1, g->used + es)) {
+            e[0] = tagOf(h, g->depth);
+            e[1] = (unsigned char)((e[1] & LEN_MASK) | (moreOf(h, g->depth) << MORE_SHIFT));
+            if (place(s, g, e, es)) break;
+        }
+        grow(s, slot, es);
+    }
+    s->count++;
+    return 1;
+}
+
+int hpsInsert(hpset *s, const unsigned char *m, size_t len) { return hpsInsertHashed(s, hpsHash(m, len), m, len); }
+
+int hpsDeleteHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
+    unsigned char *b;
+    unsigned char *e = findEntry(s, h, m, len, &b);
+    if (!e) return 0;
+    size_t slot = slotOf(s, h);
+    segment *g = segAt(s, slot);
+    size_t es = entrySize(e);
+    void *ool = lenCode(e) == OUT_OF_LINE ? (void *)oolBlock(e) : NULL;
+    unsigned end = bucketEnd(b);
+    memmove(e, e + es, (b + end) - (e + es));
+    b[0] -= es;
+    g->count--;
+    g->used -= es;
+    s->count--;
+    release(s, ool);
+    shrink(s, slot);
+    return 1;
+}
+
+int hpsDelete(hpset *s, const unsigned char *m, size_t len) { return hpsDeleteHashed(s, hpsHash(m, len), m, len); }
+
+/* --- Reading the whole set --- */
+
+int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, size_t *len) {
+    if (!s->count) return 0;
+    unsigned maxPer = s->maxPer ? s->maxPer : 1;
+    for (;;) {
+        uint64_t r = rnd();
+        const segment *g = segAt(s, slotOf(s, r));
+        uint64_t r2 = rnd();
+        unsigned coin = s->depth - g->depth;
+        if (coin && (r2 & ((UINT64_C(1) << coin) - 1))) continue;
+        uint64_t r3 = rnd();
+        unsigned j = (unsigned)(((r3 & 0xffffffff) * (seg_homes[SEG_SIZES - 1] + EXTRA)) >> 32);
+        if (j >= segBuckets(g)) continue;
+        unsigned k = (unsigned)(((r3 >> 32) * maxPer) >> 32);
+        const unsigned char *b = bucketAt(g, j);
+        unsigned end = bucketEnd(b), p = 1;
+        for (; p < end && k; p += entrySize(b + p)) k--;
+        if (p >= end) continue;
+        *m = entryMember(b + p, len);
+        return 1;
+    }
+}
+
+void hpsIterInit(const hpset *s, hpsIter *it) {
+    it->s = s;
+    it->slot = 0;
+    it->bucket = 0;
+    it->off = 1;
+}
+
+int hpsIterNext(hpsIter *it, const unsigned char **m, size_t *len) {
+    const hpset *s = it->s;
+    size_t slots = (size_t)1 << s->depth;
+    while (it->slot < slots) {
+        const segment *g = segAt(s, it->slot);
+        while (it->bucket < segBuckets(g)) {
+            const unsigned char *b = bucketAt(g, it->bucket);
+            if (it->off < bucketEnd(b)) {
+                *m = entryMember(b + it->off, len);
+                it->off += entrySize(b + it->off);
+                return 1;
+            }
+            it->bucket++;
+            it->off = 1;
+        }
+        it->slot += (size_t)1 << (s->depth - g->depth);
+        it->bucket = 0;
+    }
+    return 0;
+}
+
+/* Emits the entries of bucket b whose tag is at least tc and whose home is
+ * at most last. */
+static size_t emitBucket(const unsigned char *b, unsigned tc, unsigned last, unsigned homes, hpsScanFn fn, void *ctx) {
+    size_t n = 0;
+    unsigned end = bucketEnd(b);
+    for (unsigned p = 1; p < end; p += entrySize(b + p)) {
+        if (b[p] < tc || homeOf(b[p], homes) > last) continue;
+        size_t len;
+        const unsigned char *m = entryMember(b + p, &len);
+        fn(ctx, m, len);
+        n++;
+    }
+    return n;
+}
+
+uint64_t hpsScan(const hpset *s, uint64_t cursor, size_t count, hpsScanFn fn, void *ctx) {
+    const uint64_t space = UINT64_C(1) << HASH_POS_BITS;
+    uint64_t pos = cursor;
+    size_t emitted = 0;
+    if (pos >= space) return 0;
+    for (;;) {
+        size_t slot = s->depth ? pos >> (HASH_POS_BITS - s->depth) : 0;
+        const segment *g = segAt(s, slot);
+        unsigned d = g->depth, shift = HASH_POS_BITS - d - TAG_BITS;
+        uint64_t start = d ? (pos >> (HASH_POS_BITS - d)) << (HASH_POS_BITS - d) : 0;
+        unsigned tc = (unsigned)((pos - start) >> shift), homes = g->homes;
+        for (unsigned j = homeOf(tc, homes); j < homes; j++) {
+            emitted += emitBucket(bucketAt(g, j), tc, j, homes, fn, ctx);
+            if (emitted < count || j + 1 == homes) continue;
+            /* Stop at this bucket's end: the members of homes up to j that
+             * ran past it, then where the next home's tags begin. */
+            for (unsigned k = j + 1; k < segBuckets(g) && (bucketAt(g, k - 1)[0] & META_OVERFLOWED); k++)
+                emitBucket(bucketAt(g, k), tc, j, homes, fn, ctx);
+            unsigned tend = (unsigned)(((j + 1) * (1u << TAG_BITS) + homes - 1) / homes);
+            return start + ((uint64_t)tend << shift);
+        }
+        for (unsigned k = homes; k < segBuckets(g); k++) emitted += emitBucket(bucketAt(g, k), tc, homes, homes, fn, ctx);
+        pos = start + (UINT64_C(1) << (HASH_POS_BITS - d));
+        if (pos >= space) return 0;
+        if (emitted >= count) return pos;
+    }
+}
+
+/* --- Defrag, dismiss, figures, checks --- */
+
+hpset *hpsDefragShell(hpset *s, void *(*fn)(void *)) {
+    hpset *ns = fn(s);
+    if (ns) s = ns;
+    uint64_t *dir = fn(s->dir);
+    if (dir) s->dir = dir;
+    return ns;
+}
+
+uint64_t hpsDefragSegments(hpset *s, uint64_t cursor, size_t count, void *(*fn)(void *)) {
+    const uint64_t space = UINT64_C(1) << HASH_POS_BITS;
+    uint64_t pos = cursor;
+    for (size_t done = 0; done < count && pos < space; done++) {
+        size_t slot = s->depth ? pos >> (HASH_POS_BITS - s->depth) : 0;
+        segment *g = segAt(s, slot);
+        uint64_t prefix = prefixOf(s, slot, g);
+        unsigned total = segBuckets(g);
+        for (unsigned j = 0; j < total; j++) {
+            unsigned char *b = bucketAt(g, j);
+            unsigned end = bucketEnd(b);
+            for (unsigned p = 1; p < end; p += entrySize(b + p)) {
+                if (lenCode(b + p) != OUT_OF_LINE) continue;
+                void *moved = fn((void *)oolBlock(b + p));
+                if (moved) memcpy(b + p + ENTRY_HEAD, &moved, sizeof(moved));
+            }
+        }
+        segment *ng = fn(g);
+        if (ng) fillSlots(s, ng, prefix);
+        pos = (prefix + 1) << (HASH_POS_BITS - (ng ? ng : g)->depth);
+        if (!(ng ? ng : g)->depth) pos = space;
+    }
+    return pos >= space ? 0 : pos;
+}
+
+void hpsDismiss(hpset *s, size_t min, void (*fn)(void *ptr, size_t size)) {
+    size_t n = (size_t)1 << s->depth, size;
+    for (size_t i = 0; i < n;) {
+        segment *g = segAt(s, i);
+        if ((size = zmalloc_size(g)) >= min) fn(g, size);
+        i += (size_t)1 << (s->depth - g->depth);
+    }
+    if ((size = zmalloc_size(s->dir)) >= min) fn(s->dir, size);
+}
+
+void hpsGetStats(const hpset *s, hpsStats *st) {
+    memset(st, 0, sizeof(*st));
+    st->members = s->count;
+    st->bytes = s->bytes;
+    st->depth = s->depth;
+    st->maxPerBucket = s->maxPer;
+    st->dirBytes = zmalloc_size(s->dir);
+    size_t n = (size_t)1 << s->depth;
+    for (size_t i = 0; i < n;) {
+        const segment *g = segAt(s, i);
+        st->segments++;
+        st->segmentBytes += zmalloc_size((void *)g);
+        st->entryBytes += g->used;
+        st->buckets += segBuckets(g);
+        for (unsigned j = 0; j < segBuckets(g); j++) {
+            const unsigned char *b = bucketAt(g, j);
+            if (b[0] & META_OVERFLOWED) st->overflowed++;
+            for (unsigned p = 1; p < bucketEnd(b); p += entrySize(b + p))
+                if (lenCode(b + p) == OUT_OF_LINE) st->outOfLineBytes += zmalloc_size((void *)oolBlock(b + p));
+        }
+        i += (size_t)1 << (s->depth - g->depth);
+    }
+}
+
+const char *hpsCheck(const hpset *s) {
+    static char why[160];
+#define FAIL(...)                                  \
+    do {                                           \
+        snprintf(why, sizeof(why), __VA_ARGS__);   \
+        return why;                                \
+    } while (0)
+    if (s->tag != HPSET_TAG) FAIL("bad tag");
+    size_t n = (size_t)1 << s->depth, bytes = zmalloc_size((void *)s) + zmalloc_size(s->dir);
+    uint64_t count = 0, segments = 0, atDepth = 0;
+    for (size_t i = 0; i < n;) {
+        const segment *g = segAt(s, i);
+        if (g->depth > s->depth) FAIL("segment deeper than the directory");
+        size_t run = (size_t)1 << (s->depth - g->depth);
+        if (i % run) FAIL("segment at slot %zu not aligned", i);
+        for (size_t k = 0; k < run; k++)
+            if (s->dir[i + k] != slotFor(g)) FAIL("slot %zu not its segment's", i + k);
+        if (zmalloc_size((void *)g) != segBytes(g->homes)) FAIL("segment not a size class");
+        if (sizeClassOf(g) == SEG_SIZES) FAIL("odd home count %u", g->homes);
+        bytes += zmalloc_size((void *)g);
+        segments++;
+        if (g->depth == s->depth) atDepth++;
+        uint64_t prefix = prefixOf(s, i, g), gcount = 0, gused = 0;
+        unsigned total = segBuckets(g);
+        for (unsigned j = 0; j < total; j++) {
+            const unsigned char *b = bucketAt(g, j);
+            unsigned end = bucketEnd(b), entries = 0, p;
+            for (p = 1; p < end; p += entrySize(b + p)) {
+                const unsigned char *e = b + p;
+                if (lenCode(e) != OUT_OF_LINE && lenCode(e) > INLINE_MAX) FAIL("inline member too long");
+                size_t len;
+                const unsigned char *m = entryMember(e, &len);
+                if (lenCode(e) == OUT_OF_LINE) {
+                    if (len <= INLINE_MAX) FAIL("short member out of line");
+                    bytes += zmalloc_size((void *)oolBlock(e));
+                }
+                uint64_t h = hpsHash(m, len);
+                if ((g->depth ? h >> (64 - g->depth) : 0) != prefix) FAIL("member outside its segment's prefix");
+                if (tagOf(h, g->depth) != e[0]) FAIL("stale tag");
+                unsigned keep = (1u << MORE_BITS) - (1u << (MORE_BITS - g->moreBits));
+                if (((moreOf(h, g->depth) ^ (e[1] >> MORE_SHIFT)) & keep) != 0) FAIL("stale hash bits after the tag");
+                unsigned home = homeOf(e[0], g->homes);
+                if (home > j) FAIL("member before its home");
+                for (unsigned k = home; k < j; k++)
+                    if (!(bucketAt(g, k)[0] & META_OVERFLOWED)) FAIL("run through a bucket not marked");
+                if (findEntry(s, h, m, len, NULL) != e) FAIL("member found elsewhere");
+                entries++;
+                gused += entrySize(e);
+            }
+            if (p != end) FAIL("entries overrun their bucket");
+            if (entries > MAX_PER_BUCKET || entries > s->maxPer) FAIL("bucket holds %u entries", entries);
+            gcount += entries;
+        }
+        if (gcount != g->count || gused != g->used) FAIL("segment count or used wrong");
+        count += gcount;
+        i += run;
+    }
+    if (count != s->count) FAIL("count %llu, members %llu", (unsigned long long)s->count, (unsigned long long)count);
+    if (segments != s->segments) FAIL("segments wrong");
+    if (atDepth != s->atDepth) FAIL("atDepth %llu, counted %llu", (unsigned long long)s->atDepth, (unsigned long long)atDepth);
+    if (bytes != s->bytes) FAIL("bytes %zu, counted %zu", s->bytes, bytes);
+    return NULL;
+#undef FAIL
+}
