@@ -106,7 +106,7 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define HASH_POS_BITS 48
 /* Loads, as a share of what a segment's buckets hold of entries its size. */
 #ifndef MAX_LOAD
-#define MAX_LOAD 0.85
+#define MAX_LOAD 0.9
 #endif
 #ifndef BUILD_LOAD
 #define BUILD_LOAD 0.75
@@ -617,9 +617,11 @@ void hpsPrefetch(const hpset *s, uint64_t h) {
     const unsigned char *b = bucketAt(g, homeOf(tagOf(h, slotDepth(slot)), slotHomes(slot)));
     __builtin_prefetch(b);
     __builtin_prefetch(b + LINE);
-    __builtin_prefetch(b + 2 * LINE);
-    __builtin_prefetch(b + 3 * LINE);
     __builtin_prefetch(g);
+}
+
+void hpsPrefetchSlot(const hpset *s, uint64_t h) {
+    __builtin_prefetch(&s->dir[slotOf(s, h)]);
 }
 
 int hpsContainsHashed(const hpset *s, uint64_t h, const unsigned char *m, size_t len) {

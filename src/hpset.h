@@ -40,8 +40,11 @@ int hpsDelete(hpset *s, const unsigned char *m, size_t len);
 int hpsDeleteHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len);
 int hpsContains(const hpset *s, const unsigned char *m, size_t len);
 int hpsContainsHashed(const hpset *s, uint64_t hash, const unsigned char *m, size_t len);
-/* Asks for the lines a lookup of hash will read. */
+/* Asks for the lines a lookup of hash will read. hpsPrefetchSlot asks for
+ * the directory slot hpsPrefetch reads first: a batch asks for all its
+ * slots, then all its buckets. */
 void hpsPrefetch(const hpset *s, uint64_t hash);
+void hpsPrefetchSlot(const hpset *s, uint64_t hash);
 
 /* A member picked uniformly (rnd: 64 random bits a call); 0 when empty.
  * *m points into the set, valid until the next write. */

@@ -22,7 +22,8 @@
  * asked for (zbtPrefetchOne), though upstream asks for no key then: the
  * slot comes in while the command makes its way through processCommand
  * (1M members, ZSCORE at pipeline 1: 80 ns less CPU a call, the slot's
- * miss).
+ * miss). A lone command on a big set of strings has its bucket asked for
+ * likewise (SADD and SISMEMBER at pipeline 1: 1.5-2% less CPU a call).
  *
  * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
  * tree, the member and its length.
@@ -41,7 +42,11 @@ typedef struct memberBatch {
     zbt *tree[ZBT_PREFETCH_MAX];
     const unsigned char *m[ZBT_PREFETCH_MAX];
     size_t len[ZBT_PREFETCH_MAX];
-    size_t n, max, sets; /* sets: members of big sets asked for */
+    size_t n, max;
+    /* Members of big sets of strings: their sets and hashes. */
+    hpset *set[ZBT_PREFETCH_MAX];
+    uint64_t hash[ZBT_PREFETCH_MAX];
+    size_t sets;
     int lone; /* one command, nothing queued after it (pipeline 1) */
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
@@ -96,31 +101,29 @@ static void *valueOf(memberBatch *b, client *c, robj *keyobj) {
     return o->type == OBJ_SET && hpsIsSet(objectGetVal(o)) ? objectGetVal(o) : NULL;
 }
 
-/* A big set's member: its bucket, from its stored form's hash. */
-static void prefetchSetMember(hpset *s, robj *member) {
+/* A big set's member: the hash of its stored form, and its directory slot
+ * asked for; its bucket once every slot is (prefetchQueuedMembers). */
+static void addSetMember(memberBatch *b, hpset *s, robj *member) {
     unsigned char buf[SPK_ENC_BUF];
     const unsigned char *out, *m = (const unsigned char *)objectGetVal(member);
     size_t len = spkEncode(m, sdslen(objectGetVal(member)), buf, &out);
-    hpsPrefetch(s, hpsHash(out, len));
+    uint64_t h = hpsHash(out, len);
     spkRelease(out, m, buf);
+    hpsPrefetchSlot(s, h);
+    b->set[b->sets] = s;
+    b->hash[b->sets++] = h;
 }
 
 static void addCommand(memberBatch *b, client *c, const struct serverCommand *cmd, robj **argv, int argc) {
     int first, step, end;
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
-    /* Alone, a set's lookup gains nothing: not even its key is looked up
-     * for it. */
-    if (b->lone && cmd->group == COMMAND_GROUP_SET) return;
     void *v = valueOf(b, c, argv[1]);
     if (!v) return;
     if (hpsIsSet(v)) {
         /* SMISMEMBER asks for its members' buckets itself. */
         if (cmd->proc == smismemberCommand) return;
         for (int j = first; j < end && b->n + b->sets < b->max; j += step)
-            if (sdsEncodedObject(argv[j])) {
-                prefetchSetMember(v, argv[j]);
-                b->sets++;
-            }
+            if (sdsEncodedObject(argv[j])) addSetMember(b, v, argv[j]);
         return;
     }
     zbt *t = v;
@@ -145,6 +148,7 @@ void prefetchQueuedMembers(client *c) {
         parsedCommand *p = &c->cmd_queue.cmds[i];
         if (p->cmd && !(p->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, p->cmd, p->argv, p->argc);
     }
+    for (size_t i = 0; i < b.sets; i++) hpsPrefetch(b.set[i], b.hash[i]);
     if (b.n > 1)
         zbtPrefetchMany(b.tree, b.m, b.len, b.n);
     else if (b.n == 1)
