@@ -68,7 +68,8 @@
  * A random member: a directory slot, a bucket of a whole-size segment and
  * an entry among maxPer, each uniform, kept when they name an entry and
  * after a coin of 2^(d-depth) that evens out segments of smaller depth
- * (rejection sampling: every member is equally likely).
+ * (rejection sampling: every member is equally likely); after
+ * RANDOM_TRIES misses (a set left sparse), a uniform rank walked to.
  *
  * Public names start with hps; internal functions are static.
  */
@@ -688,26 +689,50 @@ int hpsDelete(hpset *s, const unsigned char *m, size_t len) { return hpsDeleteHa
 
 /* --- Reading the whole set --- */
 
+/* The member of rank r in the order of a walk (segments in directory
+ * order, their buckets, their entries). */
+static const unsigned char *atRank(const hpset *s, uint64_t r, size_t *len) {
+    size_t slots = (size_t)1 << s->depth;
+    for (size_t i = 0; i < slots;) {
+        const segment *g = segAt(s, i);
+        if (r < g->count) {
+            for (unsigned j = 0;; j++) {
+                const unsigned char *b = bucketAt(g, j);
+                unsigned end = bucketEnd(b);
+                for (unsigned p = 1; p < end; p += entrySize(b + p))
+                    if (!r--) return entryMember(b + p, len);
+            }
+        }
+        r -= g->count;
+        i += (size_t)1 << (s->depth - g->depth);
+    }
+    assert(0);
+    return NULL;
+}
+
+#define RANDOM_TRIES 1024
+
 int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, size_t *len) {
     if (!s->count) return 0;
     unsigned maxPer = s->maxPer ? s->maxPer : 1;
-    for (;;) {
-        uint64_t r = rnd();
-        const segment *g = segAt(s, slotOf(s, r));
-        uint64_t r2 = rnd();
-        unsigned coin = s->depth - g->depth;
+    for (int tries = 0; tries < RANDOM_TRIES; tries++) {
+        uint64_t slot = s->dir[slotOf(s, rnd())], r2 = rnd(), r3 = rnd();
+        unsigned coin = s->depth - slotDepth(slot);
         if (coin && (r2 & ((UINT64_C(1) << coin) - 1))) continue;
-        uint64_t r3 = rnd();
         unsigned j = (unsigned)(((r3 & 0xffffffff) * (seg_homes[SEG_SIZES - 1] + EXTRA)) >> 32);
-        if (j >= segBuckets(g)) continue;
+        if (j >= slotHomes(slot) + EXTRA) continue;
         unsigned k = (unsigned)(((r3 >> 32) * maxPer) >> 32);
-        const unsigned char *b = bucketAt(g, j);
+        const unsigned char *b = bucketAt(slotSegment(slot), j);
         unsigned end = bucketEnd(b), p = 1;
         for (; p < end && k; p += entrySize(b + p)) k--;
         if (p >= end) continue;
         *m = entryMember(b + p, len);
         return 1;
     }
+    /* A set left sparse (emptied while a fork child kept its segments from
+     * shrinking): a rank, and a walk to it. */
+    *m = atRank(s, rnd() % s->count, len);
+    return 1;
 }
 
 void hpsIterInit(const hpset *s, hpsIter *it) {

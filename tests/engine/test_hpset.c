@@ -246,6 +246,35 @@ static void test_pages_shared(void **state) {
     hpsFree(s);
 }
 
+/* Random members of a set left sparse (emptied while a fork child kept
+ * its segments): sampling gives up and walks to a rank, still uniform. */
+static void test_random_sparse(void **state) {
+    (void)state;
+    hpset *s = hpsCreate(0);
+    unsigned char m[24];
+    for (uint64_t i = 0; i < 200000; i++) hpsInsert(s, m, nameOf(m, i, 20));
+    hpsSetPagesShared(1);
+    for (uint64_t i = 64; i < 200000; i++) hpsDelete(s, m, nameOf(m, i, 20));
+    hpsSetPagesShared(0);
+    uint64_t counts[64] = {0};
+    for (int d = 0; d < 64 * 1000; d++) {
+        const unsigned char *rm;
+        size_t rlen;
+        assert_int_equal(hpsRandom(s, testRandomBits, &rm, &rlen), 1);
+        int k;
+        for (k = 0; k < 64; k++)
+            if (rlen == nameOf(m, k, 20) && memcmp(m, rm, rlen) == 0) break;
+        assert_true(k < 64);
+        counts[k]++;
+    }
+    double chi = 0;
+    for (int k = 0; k < 64; k++) chi += (counts[k] - 1000.0) * (counts[k] - 1000.0) / 1000.0;
+    printf("      random over 64 members left in %zu bytes: chi-square %.1f\n", hpsAllocSize(s), chi);
+    assert_true(chi < 110);
+    checked(s);
+    hpsFree(s);
+}
+
 /* Sized up front for a load: segments grow in place, and only one whose
  * last buckets fill up before the rest splits early (depth + 1 at most). */
 static void test_presized(void **state) {
@@ -300,7 +329,7 @@ int main(void) {
         cmocka_unit_test(test_lengths),          cmocka_unit_test(test_grow_and_shrink),
         cmocka_unit_test(test_random_uniform),   cmocka_unit_test(test_scan_guarantee),
         cmocka_unit_test(test_defrag_and_dismiss), cmocka_unit_test(test_pages_shared),
-        cmocka_unit_test(test_presized),         cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_presized),         cmocka_unit_test(test_random_sparse),         cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
