@@ -9,7 +9,7 @@
 #     of integers that gets a string member;
 #   - the integer form of a big set (src/ibset.c, DEBUG BTREE's
 #     form:integers): kept through COPY, DEBUG RELOAD and DUMP/RESTORE,
-#     left for the keyed form by every spelling that is no integer, its
+#     left for the string form by every spelling that is no integer, its
 #     invariants (DEBUG BTREE CHECK) through random adds and removes, and its
 #     SSCAN cursors;
 #   - every set command on big sets against a Tcl model, after random
@@ -267,10 +267,10 @@ start_server {
         fs_assert_members s [concat [fs_shape seq 600] $::fs_int_edges x]
     }
 
-    # The form of a big set: "integers" (ibset.c) or the keyed tree.
+    # The form of a big set: "integers" (ibset.c) or "strings" (hpset.c).
     proc fs_form {key} {
         set first [lindex [split [r debug btree $key] "\r\n"] 0]
-        expr {$first eq "form:integers" ? "integers" : "keyed"}
+        expr {$first eq "form:integers" ? "integers" : "strings"}
     }
 
     test "A big set of integers keeps them in the integer form until a string arrives" {
@@ -295,32 +295,32 @@ start_server {
         r restore s3 0 $dump
         assert_equal integers [fs_form s3]
         assert_equal $ms [r smembers s3]
-        # Each spelling that is not an integer's moves a set to the keyed
+        # Each spelling that is not an integer's moves a set to the string
         # form, beside its integers.
         foreach m $::fs_not_ints {
             r del t
             fs_sadd t [lrange $ms 0 599]
             assert_equal integers [fs_form t]
             assert_equal 1 [r sadd t $m]
-            assert_equal keyed [fs_form t]
+            assert_equal strings [fs_form t]
             assert_equal OK [r debug btree t check]
             fs_assert_members t [concat [lrange $ms 0 599] [list $m]]
         }
-        # The keyed form stays when the string goes.
+        # The string form stays when the string goes.
         assert_equal 1 [r srem t [lindex $::fs_not_ints end]]
-        assert_equal keyed [fs_form t]
+        assert_equal strings [fs_form t]
         assert_encoding $::fs_big_encoding t
         # A set created big from strings, and an RDB set whose first
         # members are integers, then a string.
         r del u
         r sadd u {*}[lrange $ms 0 599] hello
-        assert_equal keyed [fs_form u]
+        assert_equal strings [fs_form u]
         r debug reload
-        assert_equal keyed [fs_form u]
+        assert_equal strings [fs_form u]
         fs_assert_members u [concat [lrange $ms 0 599] hello]
     }
 
-    test "A keyed set stores members of every kind, packed or not, and gives them back byte for byte" {
+    test "A big set of strings stores members of every kind, packed or not, and gives them back byte for byte" {
         # src/setpack.c: hex, lowercase and base64url members are packed,
         # other members stored as they are; members starting with bytes
         # 0xF8..0xFF escaped. Each kind at lengths around where packing
@@ -352,7 +352,7 @@ start_server {
         }
         set ms [lsort -unique $ms]
         fs_sadd p $ms
-        assert_equal keyed [fs_form p]
+        assert_equal strings [fs_form p]
         assert_equal OK [r debug btree p check]
         fs_assert_members p $ms
         # SISMEMBER and SMISMEMBER (batches of more than 16) of members and
@@ -435,12 +435,12 @@ start_server {
             assert_equal [llength $ms] [llength $seen] "COUNT $count: each member once"
             assert_equal $ms [lsort -integer $seen]
         }
-        # A cursor of the integer form given to the keyed form (the set
+        # A cursor of the integer form given to the string form (the set
         # moved mid-scan) starts it again: nothing is missed.
         lassign [r sscan s 0 count 100] cursor batch
         set seen $batch
         r sadd s hello
-        assert_equal keyed [fs_form s]
+        assert_equal strings [fs_form s]
         while 1 {
             lassign [r sscan s $cursor count 100] cursor batch
             lappend seen {*}$batch
