@@ -6,19 +6,20 @@
  *
  * A lookup should cost what upstream's hashtable's does, one line from
  * memory, which can be asked for ahead of time, while the members stay
- * packed as in a listpack. So members live inline in 64-byte buckets
- * picked by their hash, buckets make up segments, and a directory of the
- * hash's top bits points to the segments (extendible hashing):
+ * packed as in a listpack. So members live inline in 128-byte buckets
+ * (two lines, asked for together) picked by their hash, buckets make up
+ * segments, and a directory of the hash's top bits points to the segments
+ * (extendible hashing):
  *
  *   hpset { tag, count, dir[2^depth] }
- *                        |
- *                        +--> segment (a line of header, then buckets)
- *                             [count used homes depth ...]
+ *                        |  slot = segment pointer << 16 | homes << 6 | depth
+ *                        +--> segment (a bucket's room of header, then buckets)
+ *                             [count used homes depth moreBits ...]
  *                             [bucket 0][bucket 1] ... [bucket homes-1]
- *                             [extra 0][extra 1]          (EXTRA, no homes)
+ *                             [extra]                     (EXTRA, no home)
  *
  *   bucket: [meta][tag len bytes...][tag len bytes...] ... [free]
- *           meta = bytes of entries (6 bits) | OVERFLOWED (0x80)
+ *           meta = bytes of entries (7 bits) | OVERFLOWED (0x80)
  *   entry:  tag, [more:3 len:5], then the member's bytes (len <= INLINE_MAX);
  *           or tag, [more:3 OUT_OF_LINE], then an 8-byte pointer to
  *           [u32 len][bytes]
@@ -40,8 +41,9 @@
  *   to the one before its own is OVERFLOWED. Buckets hold at most
  *   MAX_PER_BUCKET entries, and the set's maxPer is at least any bucket's.
  * - A segment's count and used are its entries and their bytes; its
- *   allocation is a jemalloc size class of whole lines (so that buckets are
- *   lines), between SEG_MIN_BYTES and SEG_MAX_BYTES.
+ *   allocation is a jemalloc size class of whole buckets (so that buckets
+ *   start on lines), between SEG_MIN_BYTES and SEG_MAX_BYTES. Every slot
+ *   of a segment carries its current home count and depth.
  * - The directory is 2^depth slots; a segment of depth d <= depth fills
  *   the aligned run of 2^(depth-d) slots of its prefix; atDepth counts the
  *   segments of depth `depth`.
@@ -49,10 +51,11 @@
  *
  * Growth: a segment past MAX_LOAD is rebuilt a size class larger, placing
  * entries by their stored tags (no member is read or hashed); at
- * SEG_MAX_BYTES it splits in two by hash bit d, which needs each member's
- * hash again, once each time the set doubles, as upstream's hashtable
- * rehashes each member once as it doubles. No step allocates more than
- * two segments, so no insert stalls or adds more than 16 KiB. Deletes
+ * SEG_MAX_BYTES it splits in two by hash bit d, the tags' top bit, and
+ * hashes its members again only when no more bit is left (every fourth
+ * split; upstream's hashtable rehashes every member each time it doubles).
+ * No step allocates more than two segments, so no insert stalls or adds
+ * more than 16 KiB. Deletes
  * rebuild a segment below MIN_LOAD smaller and merge two buddies that fit
  * in one: the merged tag is the prefix's last bit followed by the tag's
  * top seven, so merging reads no member either.
