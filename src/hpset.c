@@ -458,6 +458,19 @@ static uint64_t prefixOf(const hpset *s, size_t slot, const segment *g) {
     return g->depth ? (uint64_t)slot >> (s->depth - g->depth) : 0;
 }
 
+/* Puts ng, built from g at g's depth, where g was, and frees g. */
+static void replaceSegment(hpset *s, size_t slot, segment *g, segment *ng) {
+    noteDepth(s, g, -1);
+    noteDepth(s, ng, 1);
+    fillSlots(s, ng, prefixOf(s, slot, g));
+    segFree(s, g);
+}
+
+/* Entries over what the segment's buckets hold of entries its size. */
+static double loadOf(const segment *g) {
+    return (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
+}
+
 /* Makes room for one more entry of es bytes in the segment at slot. */
 static void grow(hpset *s, size_t slot, size_t es) {
     segment *g = segAt(s, slot);
@@ -471,14 +484,12 @@ static void grow(hpset *s, size_t slot, size_t es) {
     size_t n = gather(g, v) - v;
     if (next < SEG_SIZES) ng = build(s, v, n, g->depth, g->moreBits, next);
     if (ng) {
-        noteDepth(s, g, -1);
-        noteDepth(s, ng, 1);
-        fillSlots(s, ng, prefix);
+        replaceSegment(s, slot, g, ng);
     } else {
         noteDepth(s, g, -1);
         install(s, v, n, g->depth, g->moreBits, prefix, 1);
+        segFree(s, g);
     }
-    segFree(s, g);
     if (v != stackv) zfree(v);
 }
 
@@ -524,31 +535,21 @@ static int mergeBuddies(hpset *s, size_t slot) {
 static void shrink(hpset *s, size_t slot) {
     if (pages_shared) return;
     int merged = 0;
-    for (;;) {
-        segment *g = segAt(s, slot);
-        double load = (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
-        if (load >= MIN_LOAD || !mergeBuddies(s, slot)) break;
-        merged = 1;
-    }
+    while (loadOf(segAt(s, slot)) < MIN_LOAD && mergeBuddies(s, slot)) merged = 1;
     if (merged) {
         halveDirWhileShallow(s);
         return;
     }
     segment *g = segAt(s, slot);
     unsigned cls = sizeClassOf(g);
-    double load = (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
-    if (load >= MIN_LOAD || cls == 0) return;
+    if (loadOf(g) >= MIN_LOAD || cls == 0) return;
     unsigned to = sizeFor(g->count, g->used, BUILD_LOAD, 0);
     if (to >= cls) return;
     moving stackv[256], *v = g->count <= 256 ? stackv : zmalloc(sizeof(*v) * g->count);
     gather(g, v);
     segment *ng = build(s, v, g->count, g->depth, g->moreBits, to);
     if (v != stackv) zfree(v);
-    if (!ng) return;
-    noteDepth(s, g, -1);
-    noteDepth(s, ng, 1);
-    fillSlots(s, ng, prefixOf(s, slot, g));
-    segFree(s, g);
+    if (ng) replaceSegment(s, slot, g, ng);
 }
 
 /* --- The set --- */
