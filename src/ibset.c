@@ -525,6 +525,21 @@ int ibsContains(const ibset *s, int64_t v) {
     return blockContains(pg->blocks[i], pg->counts[i], k - pg->bases[i]);
 }
 
+/* Asks for the lines of the block where v is or would go, and of its
+ * count: a read-ahead for the members of pipelined commands
+ * (memberprefetch.c). The index it searches is what every lookup reads, so
+ * mostly in the cache; the block is not. A block's allocation may end
+ * before IB_BLOCK_BYTES, and prefetches past it are harmless. */
+void ibsPrefetch(const ibset *s, int64_t v) {
+    if (!s->npages) return;
+    uint64_t k = ibKey(v);
+    const ibPage *pg = s->pages[findPage(s, k)];
+    uint32_t i = findBlock(pg, k);
+    const char *b = (const char *)pg->blocks[i];
+    for (size_t off = 0; off < IB_BLOCK_BYTES; off += 64) __builtin_prefetch(b + off);
+    __builtin_prefetch(&pg->counts[i]);
+}
+
 /* Adds one to the counts of block i of page p. */
 static void countAdded(ibset *s, uint32_t p, uint32_t i, int delta) {
     ibPage *pg = s->pages[p];

@@ -37,6 +37,7 @@ size_t ibsAllocSize(const ibset *s);
 int ibsInsert(ibset *s, int64_t v);
 int ibsDelete(ibset *s, int64_t v);
 int ibsContains(const ibset *s, int64_t v);
+void ibsPrefetch(const ibset *s, int64_t v);
 
 /* Bulk building from ascending input: v must exceed every member (returns
  * 0 and does nothing otherwise). Fills blocks whole. */

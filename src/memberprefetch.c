@@ -17,6 +17,9 @@
  * lines in the cache when it runs. A big set of strings' SISMEMBER, SADD and
  * SREM have their member's bucket asked for (hpset.c, hpsPrefetch): one line,
  * found from the member's hash in the form the set stores it (setpack.c).
+ * A big set of integers' SISMEMBER, SMISMEMBER, SADD and SREM have the
+ * block their member falls in asked for (ibset.c, ibsPrefetch), whose
+ * index is mostly in the cache.
  *
  * A lone command (pipeline 1) on a big sorted set has only its index slot
  * asked for (zbtPrefetchOne), though upstream asks for no key then: the
@@ -26,11 +29,13 @@
  * likewise (SADD and SISMEMBER at pipeline 1: 1.5-2% less CPU a call).
  *
  * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
- * tree, the member and its length.
+ * tree, the member and its length. A set member's stored form and hash are
+ * kept until the next batch (prefetchedMember), so that its command takes
+ * them instead of working them out again.
  *
  * It is a hint and nothing else: it reads the keyspace and the values as
- * they are before the queue runs and writes nothing. A command it misreads
- * (a key a queued SELECT makes another) only costs its lines.
+ * they are before the queue runs and writes nothing of theirs. A command
+ * it misreads (a key a queued SELECT makes another) only costs its lines.
  * `prefetch-batch-max-size` bounds it as it bounds upstream's batch (0 or 1
  * turns both off).
  */
@@ -47,11 +52,16 @@ typedef struct memberBatch {
     hpset *set[ZBT_PREFETCH_MAX];
     uint64_t hash[ZBT_PREFETCH_MAX];
     size_t sets;
+    size_t ints; /* Members of big sets of integers, asked for at once. */
     int lone; /* one command, nothing queued after it (pipeline 1) */
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
     robj *lastVal;
 } memberBatch;
+
+static int batchFull(const memberBatch *b) {
+    return b->n + b->sets + b->ints >= b->max;
+}
 
 /* ZADD's options before its first score. */
 static int isZaddOption(sds a) {
@@ -96,9 +106,52 @@ static void *valueOf(memberBatch *b, client *c, robj *keyobj) {
         b->lastVal = dbFind(c->db, key);
     }
     robj *o = b->lastVal;
-    if (!o || o->encoding != OBJ_ENCODING_BTREE) return NULL;
-    if (o->type == OBJ_ZSET) return objectGetVal(o);
-    return o->type == OBJ_SET && hpsIsSet(objectGetVal(o)) ? objectGetVal(o) : NULL;
+    if (!o || o->encoding != OBJ_ENCODING_BTREE || (o->type != OBJ_ZSET && o->type != OBJ_SET)) return NULL;
+    return objectGetVal(o);
+}
+
+/* The stored forms and hashes of the set members the last batch read ahead
+ * for, so that their commands need not encode and hash them again (a
+ * seventh of SADD's own work at 1M members). An entry is found by the
+ * member's bytes, not by where they lie: a stale one still holds what those
+ * bytes encode and hash to, so whoever finds it gets the right answer. */
+#define MEMO_MAX_LEN 32
+typedef struct memberMemo {
+    uint8_t len, elen;
+    unsigned char m[MEMO_MAX_LEN];
+    unsigned char e[MEMO_MAX_LEN + 1]; /* escaping adds a byte */
+    uint64_t h;
+} memberMemo;
+
+static memberMemo memo[ZBT_PREFETCH_MAX];
+static size_t memo_count, memo_next;
+
+static void memoAdd(const unsigned char *m, size_t len, const unsigned char *e, size_t elen, uint64_t h) {
+    if (len > MEMO_MAX_LEN || elen > MEMO_MAX_LEN + 1 || memo_count == ZBT_PREFETCH_MAX) return;
+    memberMemo *k = &memo[memo_count++];
+    k->len = (uint8_t)len;
+    k->elen = (uint8_t)elen;
+    memcpy(k->m, m, len);
+    memcpy(k->e, e, elen);
+    k->h = h;
+}
+
+/* Member m's stored form copied into buf (SPK_ENC_BUF bytes) and its hash,
+ * when the read-ahead worked them out. Commands run in queue order and take
+ * their members in the order they were read ahead, so the search starts
+ * after the last entry taken (past the entries of a command that failed),
+ * and the commands queued past the batch cost nothing. Returns the stored
+ * form's length, 0 when m is not there. */
+size_t prefetchedMember(const unsigned char *m, size_t len, unsigned char *buf, uint64_t *h) {
+    for (size_t i = memo_next; i < memo_count; i++) {
+        memberMemo *k = &memo[i];
+        if (k->len != len || memcmp(k->m, m, len)) continue;
+        memcpy(buf, k->e, k->elen);
+        *h = k->h;
+        memo_next = i + 1;
+        return k->elen;
+    }
+    return 0;
 }
 
 /* A big set's member: the hash of its stored form, and its directory slot
@@ -106,8 +159,10 @@ static void *valueOf(memberBatch *b, client *c, robj *keyobj) {
 static void addSetMember(memberBatch *b, hpset *s, robj *member) {
     unsigned char buf[SPK_ENC_BUF];
     const unsigned char *out, *m = (const unsigned char *)objectGetVal(member);
-    size_t len = spkEncode(m, sdslen(objectGetVal(member)), buf, &out);
+    size_t mlen = sdslen(objectGetVal(member));
+    size_t len = spkEncode(m, mlen, buf, &out);
     uint64_t h = hpsHash(out, len);
+    memoAdd(m, mlen, out, len, h);
     spkRelease(out, m, buf);
     hpsPrefetchSlot(s, h);
     b->set[b->sets] = s;
@@ -119,16 +174,27 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     if (!cmd || argc < 3 || !memberArgs(cmd, argv, argc, &first, &step, &end)) return;
     void *v = valueOf(b, c, argv[1]);
     if (!v) return;
+    if (ibsIsSet(v)) {
+        /* Integers: the block each would be in. */
+        for (int j = first; j < end && !batchFull(b); j += step) {
+            long long ll;
+            if (sdsEncodedObject(argv[j]) && string2ll(objectGetVal(argv[j]), sdslen(objectGetVal(argv[j])), &ll)) {
+                ibsPrefetch(v, ll);
+                b->ints++;
+            }
+        }
+        return;
+    }
     if (hpsIsSet(v)) {
         /* SMISMEMBER asks for its members' buckets itself. */
         if (cmd->proc == smismemberCommand) return;
-        for (int j = first; j < end && b->n + b->sets < b->max; j += step)
+        for (int j = first; j < end && !batchFull(b); j += step)
             if (sdsEncodedObject(argv[j])) addSetMember(b, v, argv[j]);
         return;
     }
     zbt *t = v;
     if (!zbtReadsAhead(t)) return;
-    for (int j = first; j < end && b->n + b->sets < b->max; j += step) {
+    for (int j = first; j < end && !batchFull(b); j += step) {
         if (!sdsEncodedObject(argv[j])) continue;
         b->tree[b->n] = t;
         b->m[b->n] = (const unsigned char *)objectGetVal(argv[j]);
@@ -138,13 +204,14 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
 
 void prefetchQueuedMembers(client *c) {
     memberBatch b;
-    b.n = b.sets = 0;
+    memo_count = memo_next = 0;
+    b.n = b.sets = b.ints = 0;
     b.max = server.prefetch_batch_max_size < ZBT_PREFETCH_MAX ? server.prefetch_batch_max_size : ZBT_PREFETCH_MAX;
     b.lastKey = NULL;
     b.lastVal = NULL;
     b.lone = c->cmd_queue.off >= c->cmd_queue.len;
     if (c->parsed_cmd && !(c->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, c->parsed_cmd, c->argv, c->argc);
-    for (int i = c->cmd_queue.off; i < c->cmd_queue.len && b.n + b.sets < b.max; i++) {
+    for (int i = c->cmd_queue.off; i < c->cmd_queue.len && !batchFull(&b); i++) {
         parsedCommand *p = &c->cmd_queue.cmds[i];
         if (p->cmd && !(p->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, p->cmd, p->argv, p->argc);
     }

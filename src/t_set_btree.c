@@ -88,13 +88,25 @@ static void moveToStrings(robj *set, unsigned long expected) {
 typedef struct storedMember {
     const unsigned char *p;
     size_t len;
+    uint64_t hash;
     const unsigned char *m;
     unsigned char buf[SPK_ENC_BUF];
 } storedMember;
 
-static void storeMember(storedMember *s, const char *m, size_t len) {
+static void encodeMember(storedMember *s, const char *m, size_t len) {
     s->m = (const unsigned char *)m;
     s->len = spkEncode(s->m, len, s->buf, &s->p);
+    s->hash = hpsHash(s->p, s->len);
+}
+
+/* A command's member: the read-ahead has mostly encoded and hashed it. */
+static void storeMember(storedMember *s, const char *m, size_t len) {
+    s->m = (const unsigned char *)m;
+    s->len = prefetchedMember(s->m, len, s->buf, &s->hash);
+    if (s->len)
+        s->p = s->buf;
+    else
+        encodeMember(s, m, len);
 }
 
 static void storedMemberDone(storedMember *s) {
@@ -110,7 +122,7 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
     }
     storedMember s;
     storeMember(&s, m, len);
-    int added = hpsInsert(objectGetVal(set), s.p, s.len);
+    int added = hpsInsertHashed(objectGetVal(set), s.hash, s.p, s.len);
     storedMemberDone(&s);
     return added;
 }
@@ -124,7 +136,7 @@ int setBtreeRemove(robj *set, const char *m, size_t len) {
     }
     storedMember s;
     storeMember(&s, m, len);
-    int removed = hpsDelete(objectGetVal(set), s.p, s.len);
+    int removed = hpsDeleteHashed(objectGetVal(set), s.hash, s.p, s.len);
     storedMemberDone(&s);
     return removed;
 }
@@ -136,7 +148,7 @@ int setBtreeIsMember(robj *set, const char *m, size_t len) {
     }
     storedMember s;
     storeMember(&s, m, len);
-    int found = hpsContains(objectGetVal(set), s.p, s.len);
+    int found = hpsContainsHashed(objectGetVal(set), s.hash, s.p, s.len);
     storedMemberDone(&s);
     return found;
 }
@@ -155,17 +167,15 @@ void setBtreeReplyIsMembers(client *c, robj *set, robj **members, int n) {
     }
     hpset *hs = objectGetVal(set);
     storedMember s[MEMBER_BATCH];
-    uint64_t hash[MEMBER_BATCH];
     for (int from = 0; from < n; from += MEMBER_BATCH) {
         int k = n - from < MEMBER_BATCH ? n - from : MEMBER_BATCH;
         for (int j = 0; j < k; j++) {
             sds m = objectGetVal(members[from + j]);
             storeMember(&s[j], m, sdslen(m));
-            hash[j] = hpsHash(s[j].p, s[j].len);
-            hpsPrefetch(hs, hash[j]);
+            hpsPrefetch(hs, s[j].hash);
         }
         for (int j = 0; j < k; j++) {
-            addReply(c, hpsContainsHashed(hs, hash[j], s[j].p, s[j].len) ? shared.cone : shared.czero);
+            addReply(c, hpsContainsHashed(hs, s[j].hash, s[j].p, s[j].len) ? shared.cone : shared.czero);
             storedMemberDone(&s[j]);
         }
     }
@@ -259,8 +269,8 @@ static hpset *stringsFromSet(robj *setobj, unsigned long expected) {
             str = num;
         }
         storedMember sm;
-        storeMember(&sm, str, len);
-        if (!hpsInsert(t, sm.p, sm.len)) {
+        encodeMember(&sm, str, len);
+        if (!hpsInsertHashed(t, sm.hash, sm.p, sm.len)) {
             hpsFree(t);
             t = NULL;
         }
