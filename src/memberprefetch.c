@@ -127,7 +127,6 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
         return;
     }
     zbt *t = v;
-    if (!zbtReadsAhead(t)) return;
     for (int j = first; j < end && b->n + b->sets < b->max; j += step) {
         if (!sdsEncodedObject(argv[j])) continue;
         b->tree[b->n] = t;
