@@ -14,8 +14,8 @@
 
 typedef struct ibset ibset;
 
-/* The first word of every ibset. A keyed tree (zbtree.c) behind the same
- * object encoding starts with a pointer, which is never odd: this word is
+/* The first word of every ibset. A big set of strings (hpset.c) behind the
+ * same object encoding starts with its own tag (HPSET_TAG): this word is
  * what tells the two apart (ibsIsSet). */
 #define IBSET_TAG UINT64_C(0x7465736b636f6c01)
 

@@ -193,7 +193,6 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
         return;
     }
     zbt *t = v;
-    if (!zbtReadsAhead(t)) return;
     for (int j = first; j < end && !batchFull(b); j += step) {
         if (!sdsEncodedObject(argv[j])) continue;
         b->tree[b->n] = t;

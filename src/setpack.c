@@ -5,7 +5,7 @@
  * Set members packed in fewer bits a character
  * ============================================
  *
- * What a big set's keyed tree (t_set_btree.c) stores for a member whose
+ * What a big set of strings (hpset.c) stores for a member whose
  * characters all come from a small alphabet: the characters' places in it,
  * 4, 5 or 6 bits each, behind one tag byte. The members users put in sets
  * mostly are such: hex digests and ids, lowercase words and tags, base64url

@@ -2,7 +2,7 @@
  * Copyright (c) 2026, the authors of this fork of Valkey.
  * SPDX-License-Identifier: BSD-3-Clause
  *
- * How a big set's keyed tree stores a member: packed in 4, 5 or 6 bits a
+ * How a big set of strings stores a member: packed in 4, 5 or 6 bits a
  * character when every character is of a small alphabet. See setpack.c.
  */
 #ifndef SETPACK_H

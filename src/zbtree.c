@@ -216,47 +216,8 @@ static inline void prefetchLeafHead(const void *leaf) {
 
 /* In an arena (below), where a leaf takes ZBT_LEAF_BYTES however full, two
  * neighbours share up to 98%: leaves come out fuller, for a few more moves
- * per insert (1M random inserts: 13% slower, 1.7x the reference still).
- * Not a keyed tree's (a big set's): its inserts are all random, and SADD
- * of new members at 90% cost 5.5% less CPU for 1.2 more bytes a member
- * (1M 24-character members: 26.4 -> 27.6). */
+ * per insert (1M random inserts: 13% slower, 1.7x the reference still). */
 #define ZBT_ARENA_SHARE_FILL_PCT 98
-
-/* Leaf hints of a big keyed tree: from a key's top bits to the leaf that
- * the last lookup of a key there, read ahead, arrived at.
- *
- *    +--------+-------+--------------------------------+
- *    | nslots | ahead | leaf[nslots]                   |
- *    +--------+-------+--------------------------------+
- *        4        4     4 each: a leaf id, 0 for none
- *
- * The key k's slot is (k * nslots) >> ZBT_KEY_BITS. A pipeline's lookups,
- * read ahead (zbtPrefetchMany), ask for their slots, then for the leaf
- * table's entries the slots name, then for the leaves, all side by side;
- * then each lookup scans the leaf its hint names instead of descending.
- * `ahead` counts the lookups read ahead and not yet made: a lookup alone
- * descends (see readAhead).
- *
- * The table is filled from the leaves as the tree enters its arena, and a
- * write that lays entries out or adds one points the slots over their keys
- * at their leaf; a resize takes the old slots. Nothing else keeps a hint
- * exact: a slot over two leaves names one of them. A hint is an id, which
- * stays a leaf's while the leaf moves: the leaf table gives a live leaf for
- * it or says the id is free. A lookup that finds a live leaf there keeps
- * what it finds in it when its key lies strictly inside the leaf's keys
- * (the first key below, an entry beyond): keys only grow along the chain,
- * so no other leaf can hold the member. Otherwise the leaf's parent,
- * read ahead too, mostly names the right leaf by its children's minimum
- * keys (siblingForKey); failing that the lookup descends. Either way it
- * rewrites the slot; a lookup is read ahead only while no fork child
- * shares the pages. (SADD of new members, 1M members, pipeline 16: 61% of
- * lookups found in the hinted leaf with slots written by lookups only,
- * 82% kept by writes, and 96% of the rest placed by the parent.) */
-typedef struct keyHints {
-    uint32_t nslots;
-    uint32_t ahead;
-    uint32_t leaf[];
-} keyHints;
 
 /* Fields are ordered by size, so that the struct takes a 160-byte
  * allocation: a set just past its listpack pays for every byte of it. */
@@ -283,7 +244,6 @@ struct zbt {
     uint64_t foundVersion, foundHash;
     zbtLeaf *foundLeaf;
     double foundPrev;
-    keyHints *hints; /* A big keyed tree's leaves by key (see keyHints). */
     uint32_t nids, idcap, freeid;
     uint16_t lastOff;
     uint16_t foundIdx, foundOff, foundPrevOff;
@@ -330,15 +290,6 @@ static uint8_t hash_seed[16];
 void zbtSetHashSeed(const uint8_t seed[16]) { memcpy(hash_seed, seed, sizeof(hash_seed)); }
 
 static inline uint64_t memberHash(const unsigned char *m, size_t len) { return siphash(m, len, hash_seed); }
-
-/* A keyed tree's score of a member: the top ZBT_KEY_BITS bits of its hash,
- * an integer, so that sorted neighbours differ by small integer deltas: in
- * a set of n members by 2^24 / n on average, one byte from a million
- * members on, two from a thousand. Members that share a key (a few in a set
- * of tens of millions) are told apart by their bytes. */
-static inline double hashKey(uint64_t h) { return (double)(h >> (64 - ZBT_KEY_BITS)); }
-
-double zbtMemberKey(const unsigned char *m, size_t len) { return hashKey(memberHash(m, len)); }
 
 static inline int sameBits(double a, double b) { return memcmp(&a, &b, sizeof(double)) == 0; }
 
@@ -761,7 +712,7 @@ static void leafDrop(zbt *t, zbtLeaf *l) {
     t->freeid = l->id;
     t->nfree++;
     if (arenaOf(t))
-        l->parent = NULL; /* gone, to a keyed tree's hints */
+        l->parent = NULL; /* a free id's slot has no parent (zbtCheck) */
     else
         tfree(t, l);
 }
@@ -919,7 +870,6 @@ static void arenaOff(zbt *t) {
 /* Points the index slots of a leaf's entries, which were under id `from`,
  * at the leaf's id. */
 static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
-    if (!t->index) return;
     uint64_t hash[ZBT_LEAF_MAX_ENTRIES];
     size_t off = 0;
     double prev = 0.0;
@@ -971,75 +921,14 @@ static void arenaShrink(zbt *t) {
     repointLeaf(t, slot, top);
 }
 
-/* The leaf table after ids were given back: free ids past the top are
- * dropped from the free list first (takeId would read their slots), then
- * the blocks, or the one block's room, that no id below nids uses. */
-static void leafTableShrink(zbt *t) {
-    uint32_t head = 0, tail = 0;
-    for (uint32_t id = t->freeid; id;) {
-        uint32_t next = (uint32_t)((uintptr_t)leafAt(t, id) >> 1);
-        if (id < t->nids) {
-            if (tail) *leafSlot(t, tail) = (zbtLeaf *)(((uintptr_t)id << 1) | 1);
-            else head = id;
-            tail = id;
-        }
-        id = next;
-    }
-    if (tail) *leafSlot(t, tail) = (zbtLeaf *)1; /* the end of the list */
-    t->freeid = head;
-    uint32_t n = tableBlocks(t);
-    if (n) {
-        zbtLeaf ***dir = (zbtLeaf ***)t->leaves;
-        uint32_t need = (t->nids + LEAF_TABLE_BLOCK - 1) / LEAF_TABLE_BLOCK;
-        if (need < 1) need = 1;
-        while (n > need) {
-            n--;
-            t->bytes -= zmalloc_size(dir[1 + n]);
-            zfree(dir[1 + n]);
-        }
-        t->idcap = n * LEAF_TABLE_BLOCK;
-        if (n == 1) {
-            /* One block again: it becomes the table, slot 0 the arena. */
-            zbtLeaf **block = dir[1];
-            block[0] = (zbtLeaf *)dir[0];
-            t->bytes -= zmalloc_size(dir);
-            zfree(dir);
-            t->leaves = block;
-        }
-        return;
-    }
-    if (t->idcap > 2 * t->nids + 16) {
-        size_t usable, old = zmalloc_size(t->leaves);
-        uint32_t cap = t->nids + t->nids / 2 + 8;
-        t->leaves = zrealloc_usable(t->leaves, sizeof(zbtLeaf *) * cap, &usable);
-        t->bytes += usable - old;
-        t->idcap = cap;
-    }
-}
-
-/* A keyed tree's top id into a free one below: only the table and the
- * leaf's own id change (no index points at ids, no arena places leaves). */
-static void keyedShrink(zbt *t) {
-    uint32_t id;
-    zbtLeaf *l = dropTopId(t, &id);
-    if (!l) return;
-    l->id = id;
-    *leafSlot(t, id) = l;
-}
-
-static void keyedGiveBack(zbt *t) {
-    while (idsToGiveBack(t)) keyedShrink(t);
-    leafTableShrink(t);
-}
-
-static void tendSlow(zbt *t, uint32_t off) {
+static void tendSlow(zbt *t) {
     leafArena *a = arenaOf(t);
     uint32_t live = t->nids - 1 - t->nfree;
     if (!a) {
         arenaOn(t);
         return;
     }
-    if (live < off) {
+    if (live < ZBT_ARENA_OFF) {
         arenaOff(t);
         return;
     }
@@ -1052,80 +941,11 @@ static void tendSlow(zbt *t, uint32_t off) {
  * tree read, where upstream's reads copy nothing). */
 static int pagesShared;
 
-/* A keyed tree keeps its leaves in an arena, and hints to them, from this
- * many leaves on (about 50,000 members, a tree of about a megabyte, whose
- * lines a pipeline's lookups no longer find in the cache), until it has
- * fewer than KEYED_ARENA_OFF. */
-#define KEYED_ARENA_ON 2048
-#define KEYED_ARENA_OFF 1024
-
-static inline uint32_t hintSlot(double key, uint32_t n) {
-    return (uint32_t)(((uint64_t)(uint32_t)key * n) >> ZBT_KEY_BITS);
-}
-
-/* Four slots a leaf: a slot over two leaves holds one of them. */
-#define HINTS_PER_LEAF 4
-
-/* Points the slots over keys first..last at leaf l: a write that lays
- * entries out again keeps the hints to them. */
-static void hintLeaf(keyHints *h, const zbtLeaf *l, double first, double last) {
-    for (uint32_t s = hintSlot(first, h->nslots), end = hintSlot(last, h->nslots); s <= end; s++) h->leaf[s] = l->id;
-}
-
-/* Each slot to the leaf that holds the slot's first key, from the leaves
- * themselves: once, as a tree enters its arena, at a few thousand leaves. */
-static void hintsFill(const zbt *t, keyHints *h) {
-    uint32_t s = 0;
-    const zbtLeaf *prev = t->head;
-    for (const zbtLeaf *l = t->head; l; prev = l, l = l->next) {
-        uint32_t from = l->count ? hintSlot(leafFirstScore(l), h->nslots) : s;
-        while (s < from) h->leaf[s++] = prev->id;
-    }
-    while (s < h->nslots) h->leaf[s++] = prev->id;
-}
-
-/* A table for a tree of `live` leaves, or none outside an arena; its slots
- * take the hints of the old table's slots over the same keys, or are
- * filled from the leaves. */
-static void hintsResize(zbt *t, uint32_t live) {
-    keyHints *old = t->hints, *h = NULL;
-    if (arenaOf(t)) {
-        uint32_t nslots = live * HINTS_PER_LEAF;
-        h = talloc(t, sizeof(*h) + sizeof(uint32_t) * nslots);
-        h->nslots = nslots;
-        h->ahead = 0;
-        if (old)
-            for (uint32_t i = 0; i < nslots; i++) h->leaf[i] = old->leaf[(uint64_t)i * old->nslots / nslots];
-        else
-            hintsFill(t, h);
-    }
-    if (old) tfree(t, old);
-    t->hints = h;
-}
-
-/* A keyed tree: into its arena, or out, and its hints resized when it has
- * doubled or halved since. */
-static void tendKeyed(zbt *t) {
-    uint32_t live = t->nids - 1 - t->nfree;
-    if (arenaOf(t) ? live < KEYED_ARENA_OFF || idsToGiveBack(t) : live >= KEYED_ARENA_ON)
-        tendSlow(t, KEYED_ARENA_OFF);
-    else if (!arenaOf(t) && idsToGiveBack(t))
-        keyedGiveBack(t);
-    uint32_t have = t->hints ? t->hints->nslots : 0;
-    if (arenaOf(t) ? have < live * (HINTS_PER_LEAF / 2) || have > live * (HINTS_PER_LEAF * 2) : have != 0)
-        hintsResize(t, live);
-}
-
 /* Run as a write returns: takes a tree into its arena, or out, and keeps
  * the arena's free ids few. */
 static inline void tend(zbt *t) {
-    if (!t->index) {
-        tendKeyed(t);
-        return;
-    }
     uint32_t live = t->nids - 1 - t->nfree;
-    if (arenaOf(t) ? live < ZBT_ARENA_OFF || idsToGiveBack(t) : live >= ZBT_ARENA_ON)
-        tendSlow(t, ZBT_ARENA_OFF);
+    if (arenaOf(t) ? live < ZBT_ARENA_OFF || idsToGiveBack(t) : live >= ZBT_ARENA_ON) tendSlow(t);
 }
 
 /* --- Structure: adding and removing children --- */
@@ -1467,7 +1287,6 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
         l->count = (uint16_t)(cut[j + 1] - cut[j]);
     }
     for (int j = used; j < nsrc; j++) src[j]->used = src[j]->count = 0;
-    for (int j = 0; j < used && t->hints; j++) hintLeaf(t->hints, tl[j], items[cut[j]].score, items[cut[j + 1] - 1].score);
 
     for (int j = 0; j < nsrc; j++) {
         long delta = (long)src[j]->count - oldCount[j];
@@ -1481,7 +1300,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
     uint64_t hash[2 * LEAF_PAYLOAD + 1];
     uint32_t to[2 * LEAF_PAYLOAD + 1];
     int moved = 0;
-    for (int j = 0; j < used && t->index; j++) {
+    for (int j = 0; j < used; j++) {
         for (int i = cut[j]; i < cut[j + 1]; i++) {
             to[i] = tl[j]->id;
             if (items[i].from == to[i]) continue;
@@ -1560,60 +1379,6 @@ static inline void *descendStep(const zbtInner *p, double s, const unsigned char
 static zbtLeaf *descendKey(const zbt *t, double s, const unsigned char *m, size_t len) {
     void *node = t->root;
     for (int level = t->height; level > 0; level--) node = descendStep(node, s, m, len);
-    return node;
-}
-
-/* Where a node below the root keeps its arrays: it has ZBT_INNER_FANOUT
- * places, so they are known before its header is read. (A smaller root has
- * them elsewhere; it is in the cache anyway.) */
-#define FANOUT_COUNTS sizeof(zbtInner)
-#define FANOUT_MINS (FANOUT_COUNTS + ZBT_INNER_FANOUT * sizeof(unsigned long))
-#define FANOUT_KIDS (FANOUT_MINS + ZBT_INNER_FANOUT * sizeof(double))
-#define FANOUT_END (FANOUT_KIDS + ZBT_INNER_FANOUT * sizeof(void *))
-
-/* Asks for the header, minimum scores and children of a node below the
- * root, all at once. */
-static inline void prefetchInner(const void *node) {
-    __builtin_prefetch(node);
-    prefetchBytes(node, FANOUT_MINS, FANOUT_END);
-}
-
-/* The children of p whose minimum is below the key, counted in one pass
- * without branches (the compiler does it a vector at a time): a binary
- * search's steps each wait for the one before, and hashes make each of
- * its comparisons a coin toss. */
-static inline int childrenBelow(const zbtInner *p, double key) {
-    const double *mn = mins(p);
-    int below = 0;
-    for (int i = 0; i < p->n; i++) below += mn[i] < key;
-    return below;
-}
-
-/* One level of descendKey in a keyed tree, whose nodes a lookup mostly
- * finds out of the cache (hashes scatter the lookups): each node's minimum
- * scores are asked for at once, and the next node's or the leaf's lines, so
- * that their misses overlap instead of following one another through the
- * search and scan. */
-static void *descendKeyedStep(const zbtInner *p, int level, double s, const unsigned char *m, size_t len) {
-    prefetchBytes(mins(p), 0, p->n * sizeof(double));
-    __builtin_prefetch(kids(p) + p->n / 2);
-    /* A child whose minimum equals the key (members sharing a key) is the
-     * rare case that compares members. */
-    const double *mn = mins(p);
-    int n = p->n, below = childrenBelow(p, s);
-    int base = below ? below - 1 : 0;
-    while (__builtin_expect(base + 1 < n && mn[base + 1] == s, 0) && childAtOrBefore(p, base + 1, s, m, len)) base++;
-    void *node = kids(p)[base];
-    /* The count a write will carry up (addCount, innerPos). */
-    __builtin_prefetch(&cnt(p)[base]);
-    if (level > 1) prefetchInner(node);
-    else prefetchLeafHead(node);
-    return node;
-}
-
-static zbtLeaf *descendKeyed(const zbt *t, double s, const unsigned char *m, size_t len) {
-    void *node = t->root;
-    for (int level = t->height; level > 0; level--) node = descendKeyedStep(node, level, s, m, len);
     return node;
 }
 
@@ -1700,139 +1465,9 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
     return 0;
 }
 
-/* Is this lookup one that was read ahead? Hints are for those only. Alone,
- * a hint's slot and the leaf table's are two misses before the leaf's,
- * where a descent's upper levels are in the cache (1M members, pipeline 1:
- * SADD 7% slower taking every hint); and rewriting the slots at every
- * lookup cost 10% at pipeline 16 without reading ahead. */
-static inline int readAhead(const zbt *t) {
-    keyHints *h = t->hints;
-    if (!h || !h->ahead || pagesShared) return 0;
-    h->ahead--;
-    return 1;
-}
-
-/* The arena slot of a hint's leaf id, or NULL for none; read ahead
- * without looking at it (zbtPrefetchMany), so it may be a free id's. */
-static inline zbtLeaf *hintSlotLeaf(const zbt *t, uint32_t id) {
-    return id && id < t->nids ? arenaSlot(arenaOf(t), id) : NULL;
-}
-
-/* The live leaf a hint names, or NULL. */
-static inline zbtLeaf *hintedLeaf(const zbt *t, uint32_t id) {
-    zbtLeaf *l = hintSlotLeaf(t, id);
-    return l && l->parent ? l : NULL; /* a free id's slot has none (leafDrop) */
-}
-
-/* Asks for every line of an arena's leaf before a scan of it: the scan
- * reads entry after entry, each where the one before ends, and would wait
- * for each line in turn (1M members, pipeline 16: SISMEMBER 5% faster). */
-static inline void prefetchArenaLeaf(const zbtLeaf *l) {
-    prefetchBytes(l, 0, ZBT_LEAF_BYTES);
-}
-
-/* Asks for the lines of an inner node that a write below it reads
- * (addCount): its header, its counts and its children. */
-static inline void prefetchCounts(const zbtInner *p) {
-    prefetchBytes(p, 0, FANOUT_MINS);
-    prefetchBytes(p, FANOUT_KIDS, FANOUT_END);
-}
-
-/* Asks for the lines of a node's parent that a write below the node reads
- * next (innerPos, addCount): the parent's header, and its child and count
- * where the node was last, placed as in a node below the root. */
-static inline void prefetchPlace(const zbtInner *node) {
-    const char *q = (const char *)node->parent;
-    if (!q) return;
-    size_t at = node->at < ZBT_INNER_FANOUT ? node->at : 0;
-    __builtin_prefetch(q);
-    __builtin_prefetch(q + FANOUT_COUNTS + at * sizeof(unsigned long));
-    __builtin_prefetch(q + FANOUT_KIDS + at * sizeof(void *));
-}
-
-/* The leaves and parents a batch read ahead (zbtPrefetchMany), in the
- * order of its keyed lookups; NULL where a lookup had no hint. Only ever
- * asked for, never read: a lookup that runs may have moved or freed them. */
-static struct {
-    const zbtLeaf *leaf[ZBT_PREFETCH_MAX];
-    const zbtInner *parent[ZBT_PREFETCH_MAX];
-    uint32_t n, next;
-} batchAhead;
-
-/* A lookup read ahead begins: asks again for the leaf and parent of the
- * batch's next lookup, so that they come in while this one runs.
- * Asked for only once, with the whole batch's, most of them had not come
- * in by their turn: 1M members, pipeline 16, SADD of new members waited
- * on its parent's lines in addCount (158 ns a SADD) and on its leaf's in
- * the scan (184 ns), though both had been asked for. Why is not known:
- * neither prefetch-batch-max-size 8 against 16 nor huge pages
- * (JE_MALLOC_CONF=thp:always) changed it. */
-static void prefetchNextAhead(void) {
-    uint32_t i = ++batchAhead.next;
-    if (i >= batchAhead.n) return;
-    if (batchAhead.leaf[i]) prefetchArenaLeaf(batchAhead.leaf[i]);
-    /* The whole node: its counts and children for a write, its minimum
-     * keys for siblingForKey. */
-    if (batchAhead.parent[i]) prefetchBytes(batchAhead.parent[i], 0, FANOUT_END);
-}
-
-/* The leaf below l's parent where the key is or would go, when the
- * parent's minimum keys tell: the key lies above the first child's, and
- * below the next child's, or past the last child's (*last set: then only
- * a key found strictly inside that leaf is sure). NULL when they do not
- * tell, or when the next child's minimum equals the key (members sharing
- * a key are told apart by a descent). The parent was read ahead with the
- * leaf (zbtPrefetchMany). */
-static zbtLeaf *siblingForKey(const zbtLeaf *l, double key, int *last) {
-    const zbtInner *p = l->parent;
-    const double *mn = mins(p);
-    int n = p->n, below = childrenBelow(p, key);
-    if (!below || (below < n && mn[below] == key)) return NULL;
-    *last = below == n;
-    return kids(p)[below - 1];
-}
-
 /* Finds the member through the index: each leaf the index names for its
- * hash is scanned once. A keyed tree's member read ahead is in the leaf its
- * hints name, when it holds the key strictly inside, or else in the child
- * of that leaf's parent whose keys it falls between; any other is where a
- * descent arrives. */
+ * hash is scanned once. */
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
-    if (!t->index) {
-        double key = hashKey(h);
-        int ahead = readAhead(t);
-        if (ahead) prefetchNextAhead();
-        uint32_t *slot = ahead ? &t->hints->leaf[hintSlot(key, t->hints->nslots)] : NULL;
-        zbtLeaf *l = ahead ? hintedLeaf(t, *slot) : NULL;
-        if (l) {
-            /* Asked for again, though the lookup before asked for them
-             * (prefetchNextAhead), and for the batch's first lookup nobody
-             * did since the batch: the parent's lines come in while the
-             * leaf is scanned. hintedLeaf gave a leaf with a parent. */
-            prefetchArenaLeaf(l);
-            prefetchCounts(l->parent);
-            prefetchPlace(l->parent);
-            int found = leafSeekKey(l, key, m, len, p), last;
-            if (found || (p->idx < l->count && entryScore(l->data, l->data[0] >> 5, 0.0) < key)) return found;
-            /* Mostly a slot over two leaves, or a leaf split since. */
-            zbtLeaf *sib = siblingForKey(l, key, &last);
-            if (sib && sib != l) {
-                prefetchArenaLeaf(sib);
-                found = leafSeekKey(sib, key, m, len, p);
-            }
-            if (sib && (found || !last || p->idx < sib->count)) {
-                *slot = sib->id;
-                return found;
-            }
-        }
-        l = descendKeyed(t, key, m, len);
-        if (t->hints) prefetchArenaLeaf(l);
-        /* The rest of the parent's children and counts, which a write
-         * searches for the leaf's place (addCount). */
-        if (l->parent) prefetchCounts(l->parent);
-        if (ahead) *slot = l->id;
-        return leafSeekKey(l, key, m, len, p);
-    }
     zmiIter iter;
     memberTail tail = tailOf(m, len);
     const leafArena *a = arenaOf(t);
@@ -2017,8 +1652,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         l->run = runAt(p->idx, nextToLast(l, p->idx));
         addCount(l, 1);
         if (p->idx == 0) fixMin(l, 1);
-        if (t->index) zmiInsert(t->index, h, l->id);
-        if (t->hints) hintLeaf(t->hints, l, it->score, it->score);
+        zmiInsert(t->index, h, l->id);
         return;
     }
 
@@ -2029,18 +1663,14 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
     int frontRoom = atFront && l->prev && l->prev->used + itemSize(0.0, it) + 9 <= LEAF_PAYLOAD;
     if (atEnd || (atFront && (!frontRoom || inRun(l, 0)))) {
-        /* Whole at the tree's edges: the next inserts likely come here.
-         * Not in a keyed tree, whose inserts go where their hashes fall:
-         * there a whole leaf would hold one entry for long (W3: 384 bytes
-         * more than the set's size at 135..142 members). */
-        int edge = t->index && (atEnd ? !l->next : !l->prev);
+        /* Whole at the tree's edges: the next inserts likely come here. */
+        int edge = atEnd ? !l->next : !l->prev;
         zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
         r->used = (uint16_t)encode(r->data, 0.0, it);
         r->count = 1;
         r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
-        if (t->index) zmiInsert(t->index, h, r->id);
-        if (t->hints) hintLeaf(t->hints, r, it->score, it->score);
+        zmiInsert(t->index, h, r->id);
         return;
     }
 
@@ -2067,7 +1697,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         total += src[j]->used;
     }
     int m = nsrc;
-    int sharePct = arenaOf(t) && t->index ? ZBT_ARENA_SHARE_FILL_PCT : ZBT_SHARE_FILL_PCT;
+    int sharePct = arenaOf(t) ? ZBT_ARENA_SHARE_FILL_PCT : ZBT_SHARE_FILL_PCT;
     if ((total + newSize) * 100 > (size_t)nsrc * LEAF_PAYLOAD * sharePct) m = nsrc + 1;
     rewrite(t, src, nsrc, items, n, m);
 }
@@ -2088,7 +1718,7 @@ static void prefetchNextPop(zbt *t, const zbtLeaf *l, const pos *p) {
     else if (p->idx == l->count && l == t->tail && l->count) q = l->data + p->prevOff;
     else return;
     peekMember(q, &m, &len);
-    if (t->index) zmiPrefetch(t->index, memberHash(m, len));
+    zmiPrefetch(t->index, memberHash(m, len));
 }
 
 static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
@@ -2107,7 +1737,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
         deleteInLeaf(t, l, p->idx, 1, keepOol);
         return;
     }
-    int ok = !t->index || zmiRemove(t->index, h, l->id);
+    int ok = zmiRemove(t->index, h, l->id);
     assert(ok);
     if (p->it.ool && !keepOol) tfree(t, p->it.ool);
     memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
@@ -2139,18 +1769,10 @@ zbt *zbtCreate(size_t expected) {
     t->bytes += usable;
     t->nids = 1; /* id 0 means "no leaf" to the index */
     setArena(t, NULL);
-    t->index = expected == ZBT_KEYED ? NULL : zmiCreate(expected);
+    t->index = zmiCreate(expected);
     zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
     return t;
-}
-
-zbt *zbtCreateKeyed(void) {
-    return zbtCreate(ZBT_KEYED);
-}
-
-int zbtIsKeyed(const zbt *t) {
-    return t->index == NULL;
 }
 
 static void freeNode(zbt *t, void *node, int level) {
@@ -2182,8 +1804,7 @@ void zbtFree(zbt *t) {
         zfree(a);
     }
     leafTableFree(t);
-    if (t->index) zmiFree(t->index);
-    zfree(t->hints);
+    zmiFree(t->index);
     zfree(t);
 }
 
@@ -2193,7 +1814,7 @@ int zbtHeight(const zbt *t) { return t->height; }
 
 const zmi *zbtIndex(const zbt *t) { return t->index; }
 
-size_t zbtAllocSize(const zbt *t) { return t->bytes + (t->index ? zmiAllocSize(t->index) : 0); }
+size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
 
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
     settle(t);
@@ -2212,100 +1833,31 @@ int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score) {
     return 1;
 }
 
-/* Several lookups in a keyed tree at once (SMISMEMBER): they descend level
- * by level together, so that each one's misses overlap the others' instead
- * of following them. Writes nothing to the tree. */
-#define KEYED_BATCH 16
-
-void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *len, size_t n, int *found) {
-    assert(!t->index);
-    for (size_t from = 0; from < n; from += KEYED_BATCH) {
-        size_t k = n - from < KEYED_BATCH ? n - from : KEYED_BATCH;
-        double key[KEYED_BATCH];
-        void *node[KEYED_BATCH];
-        for (size_t i = 0; i < k; i++) {
-            key[i] = hashKey(memberHash(m[from + i], len[from + i]));
-            node[i] = t->root;
-        }
-        for (int level = t->height; level > 0; level--)
-            for (size_t i = 0; i < k; i++)
-                node[i] = descendKeyedStep(node[i], level, key[i], m[from + i], len[from + i]);
-        for (size_t i = 0; i < k; i++) {
-            pos p;
-            found[from + i] = leafSeekKey(node[i], key[i], m[from + i], len[from + i], &p);
-        }
-    }
-}
-
 /* Asks for the lines that lookups of these members will read, before any of
  * the lookups runs: the commands of a pipeline, queued in their client
  * (memberprefetch.c). Each lookup alone waits for two misses, the index
  * slot and then the leaf it names; asked for together, first every slot,
- * then every leaf, the misses of all of them overlap.
- *
- * A keyed tree's lookups go the same way through its hints (keyHints): the
- * slots, the leaves they name, then those leaves' parents, whose minimum
- * keys place a key the hint misses by a leaf and whose counts a write
- * changes. Each counts as read ahead, so that its lookup takes the hint.
- * Descending ahead instead, level by level, made SISMEMBER and SADD slower
- * at pipeline 16 (1M members, 3 rounds: 1.19 -> 1.36 and 1.65 -> 1.83 us
- * of CPU an op): the work of a second descent cost more than the misses it
- * hid. */
+ * then every leaf, the misses of all of them overlap. */
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n) {
     if (n > ZBT_PREFETCH_MAX) n = ZBT_PREFETCH_MAX;
     uint64_t h[ZBT_PREFETCH_MAX];
-    uint32_t *slot[ZBT_PREFETCH_MAX];  /* a keyed tree's hint slot */
-    zbtLeaf *hinted[ZBT_PREFETCH_MAX]; /* and the leaf it names */
     for (size_t i = 0; i < n; i++) {
         h[i] = memberHash(m[i], len[i]);
-        keyHints *kh = t[i]->hints;
-        slot[i] = NULL;
-        if (t[i]->index) {
-            zmiPrefetch(t[i]->index, h[i]);
-        } else if (kh) {
-            slot[i] = &kh->leaf[hintSlot(hashKey(h[i]), kh->nslots)];
-            __builtin_prefetch(slot[i]);
-        }
+        zmiPrefetch(t[i]->index, h[i]);
     }
     /* A member not in the index (a new one) names no leaf. */
     for (size_t i = 0; i < n; i++) {
-        hinted[i] = NULL;
-        if (t[i]->index) {
-            zmiIter iter;
-            uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
-            if (id) prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
-        } else if (slot[i]) {
-            hinted[i] = hintSlotLeaf(t[i], *slot[i]);
-            if (hinted[i]) prefetchLeafHead(hinted[i]);
-            if (!pagesShared && t[i]->hints->ahead < 2 * ZBT_PREFETCH_MAX) t[i]->hints->ahead++;
-        }
-    }
-    /* The parents, from the leaves' headers: the first waits for its miss,
-     * by then the others' have mostly come in. Without them SADD was 6%
-     * slower. */
-    int keep = !pagesShared; /* batchAhead is written only then */
-    if (keep) batchAhead.n = batchAhead.next = 0;
-    for (size_t i = 0; i < n; i++) {
-        const zbtInner *p = hinted[i] ? hinted[i]->parent : NULL;
-        if (p) prefetchInner(p);
-        if (slot[i] && keep) {
-            batchAhead.leaf[batchAhead.n] = hinted[i];
-            batchAhead.parent[batchAhead.n++] = p;
-        }
+        zmiIter iter;
+        uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
+        if (id) prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
     }
 }
 
-/* A lone command's lookup (pipeline 1) in a sorted set: its index slot is
- * asked for, as it is parsed, and comes in while processCommand runs; the
- * leaf it names cannot be asked for before the slot is read. (A set's
- * hints gained nothing so: taken at pipeline 1, they cost about what the
- * descent they spare does.) */
+/* A lone command's lookup (pipeline 1): its index slot is asked for, as it
+ * is parsed, and comes in while processCommand runs; the leaf it names
+ * cannot be asked for before the slot is read. */
 void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len) {
-    if (t->index) zmiPrefetch(t->index, memberHash(m, len));
-}
-
-int zbtReadsAhead(const zbt *t) {
-    return t->index || t->hints;
+    zmiPrefetch(t->index, memberHash(m, len));
 }
 
 static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {
@@ -2324,15 +1876,6 @@ int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
     uint64_t h = memberHash(m, len);
     pos p;
     if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
-    if (!t->index) {
-        /* A keyed tree: the search found the place too. */
-        item it = {.score = hashKey(h), .m = m, .len = len};
-        if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
-        insertAt(t, &p, &it, h);
-        t->length++;
-        tend(t);
-        return ZBT_OK;
-    }
     int r = insertNew(t, score, m, len, NULL, h);
     tend(t);
     return r;
@@ -2498,7 +2041,6 @@ static void pend(zbt *t, zbtLeaf *l) {
  * went to; the caller then inserts the rest. */
 int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     if (isnan(score)) return ZBT_ERR_NAN;
-    if (!t->index) score = zbtMemberKey(m, len);
     if (t->length == 0) {
         t->appendDir = 0;
         return zbtInsert(t, score, m, len);
@@ -2516,12 +2058,9 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         if (cmpKey(score, m, len, edge.score, edge.m, edge.len) < 0) dir = -1;
     }
     if (!dir) return ZBT_ERR_ORDER;
-    /* In a keyed tree, an entry past an end in (key, member) order is not
-     * in the tree (its key is its member's): no lookup, no hash for an
-     * index. */
-    uint64_t h = t->index ? memberHash(m, len) : 0;
+    uint64_t h = memberHash(m, len);
     pos p;
-    if (t->index && findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
+    if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
 
     item it = {.score = score, .m = m, .len = len};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
@@ -2549,7 +2088,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
             l = r;
         }
         t->lastVersion = t->version;
-        if (t->index) zmiInsert(t->index, h, l->id);
+        zmiInsert(t->index, h, l->id);
         tend(t);
         return ZBT_OK;
     }
@@ -2574,7 +2113,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         l = r;
     }
     t->version++; /* the tail's last entry may have moved */
-    if (t->index) zmiInsert(t->index, h, l->id);
+    zmiInsert(t->index, h, l->id);
     tend(t);
     return ZBT_OK;
 }
@@ -2585,7 +2124,6 @@ void zbtAppendDone(zbt *t) {
     settle(t);
     leafFit(t, t->head, t->head->used);
     leafFit(t, t->tail, t->tail->used);
-    if (!t->index) tendKeyed(t);
     t->version++;
 }
 
@@ -2911,7 +2449,7 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     item items[LEAF_PAYLOAD];
     int n = leafItems(l, buf, items);
     for (int i = idx; i < idx + k; i++) {
-        int ok = !t->index || zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
+        int ok = zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
         assert(ok);
         if (items[i].ool && !keepOol) tfree(t, items[i].ool);
     }
@@ -2978,25 +2516,8 @@ static int cmpU64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* A keyed tree is in the order of its members' keys: the cursor is the key
- * to go on from, and a batch ends with all the members of its last key. */
-static unsigned long long scanKeyed(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
-    zbtCursor c; /* steps forward only: its backward tables stay unused */
-    int more = zbtSeek(t, (double)cursor, (const unsigned char *)"", 0, &c);
-    size_t n = 0;
-    while (more) {
-        double key = c.score;
-        fn(privdata, c.member, c.len, key);
-        n++;
-        more = zbtNext(&c);
-        if (more && n >= count && c.score != key) return (unsigned long long)c.score;
-    }
-    return 0;
-}
-
 unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
     if (cursor >= (1ULL << 32)) return 0;
-    if (!t->index) return scanKeyed(t, cursor, count ? count : 1, fn, privdata);
     scanBatch b = {0};
     uint64_t next = zmiScan(t->index, cursor, count ? count : 1, scanCollect, &b);
     /* Each (hash, leaf) once: the members of that leaf with that hash. */
@@ -3062,13 +2583,9 @@ zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
     if (a) setArena(t, a);
-    keyHints *h = t->hints ? fn(t->hints) : NULL;
-    if (h) t->hints = h;
-    if (t->index) {
-        zmiDefrag(t->index, fn);
-        zmi *ix = fn(t->index);
-        if (ix) t->index = ix;
-    }
+    zmiDefrag(t->index, fn);
+    zmi *ix = fn(t->index);
+    if (ix) t->index = ix;
     return fn(t);
 }
 
@@ -3114,8 +2631,7 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     zbtLeaf ***blocks = tableBlocksOf(t);
     for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
-    if (t->hints && zmalloc_size(t->hints) >= min) fn(t->hints, zmalloc_size(t->hints));
-    if (t->index) zmiDismiss(t->index, min, fn);
+    zmiDismiss(t->index, min, fn);
 }
 
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
@@ -3156,7 +2672,7 @@ void zbtGetStats(zbt *t, zbtStats *s) {
     memset(s, 0, sizeof(*s));
     statsNode(t, t->root, t->height, s);
     s->height = t->height;
-    s->indexBytes = t->index ? zmiAllocSize(t->index) : 0;
+    s->indexBytes = zmiAllocSize(t->index);
     s->otherBytes = t->bytes - s->leafBytes - s->innerBytes - s->oolBytes;
     s->arenaChunks = arenaOf(t) ? arenaOf(t)->nchunks : 0;
     s->leafIds = t->nids - 1;
@@ -3234,7 +2750,6 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
         if (i == 0) *min = it.score;
         uint64_t h = memberHash(it.m, it.len);
         st->slots[st->nslots++] = (h & 0xffffffff00000000ULL) | l->id;
-        CHECK(t->index || it.score == hashKey(h), "leaf %u entry %d: score is not its member's key", l->id, i);
         prev = it.score;
         off += it.size;
     }
@@ -3310,17 +2825,10 @@ static int checkAll(checkState *st) {
         for (uint32_t id = 1; id < t->nids; id++)
             CHECK(!((uintptr_t)leafAt(t, id) & 1) || !arenaSlot(a, id)->parent, "free id %u has a parent", id);
     } else {
-        CHECK(leafCount < (t->index ? ZBT_ARENA_ON : KEYED_ARENA_ON), "%zu leaves, none in an arena", leafCount);
-    }
-    if (!t->index) {
-        uint32_t nslots = t->hints ? t->hints->nslots : 0;
-        CHECK(a ? nslots >= leafCount * (HINTS_PER_LEAF / 2) && nslots <= leafCount * HINTS_PER_LEAF * 2 : !nslots,
-              "%u hint slots for %zu leaves", nslots, leafCount);
+        CHECK(leafCount < ZBT_ARENA_ON, "%zu leaves, none in an arena", leafCount);
     }
     st->bytes += zmalloc_size(t) + leafTableBytes(t);
-    if (t->hints) st->bytes += zmalloc_size(t->hints);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
-    if (!t->index) return 1; /* a keyed tree: the order is the check */
     const char *ixErr = zmiCheck(t->index);
     CHECK(!ixErr, "index: %s", ixErr);
     CHECK(zmiCount(t->index) == t->length, "index holds %zu slots for %lu entries", zmiCount(t->index), t->length);

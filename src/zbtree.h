@@ -74,18 +74,6 @@ enum {
 };
 
 zbt *zbtCreate(size_t expected);
-
-/* A keyed tree (the members of a set): no member index. Each entry's score
- * is its member's key, the top ZBT_KEY_BITS of its seeded hash (zbtMemberKey),
- * which the engine sets itself on insert and append (the score given is
- * ignored); a member is found by descending to its key. Ranks, cursors and
- * seeks are as in any tree, in the order of (key, member); zbtScan's cursor
- * is the key to go on from. */
-#define ZBT_KEYED ((size_t)-1)
-#define ZBT_KEY_BITS 24
-zbt *zbtCreateKeyed(void);
-int zbtIsKeyed(const zbt *t);
-double zbtMemberKey(const unsigned char *m, size_t len);
 void zbtFree(zbt *t);
 unsigned long zbtLength(const zbt *t);
 size_t zbtAllocSize(const zbt *t);
@@ -98,20 +86,13 @@ void zbtSetPagesShared(int shared);
 /* By member. */
 int zbtScore(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c);
-/* For a keyed tree: found[i] is 1 when m[i] is a member, else 0. */
-void zbtKeyedContainsMany(zbt *t, const unsigned char *const *m, const size_t *len, size_t n, int *found);
 /* Reads ahead for lookups of m[i] in t[i] about to come (at most
- * ZBT_PREFETCH_MAX are used; a keyed tree's m[i] is the stored form). The
- * lookups that follow are best made in the same order, one each. Writes
- * nothing while pages are shared. */
+ * ZBT_PREFETCH_MAX are used). The lookups that follow are best made in the
+ * same order, one each. Writes nothing. */
 #define ZBT_PREFETCH_MAX 16
 void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t *len, size_t n);
-/* For one lookup about to come: asks for the first line it will wait for
- * in a sorted set, and does nothing for a keyed tree. */
+/* For one lookup about to come: asks for the first line it will wait for. */
 void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len);
-/* Whether zbtPrefetchMany does anything for t's lookups: a sorted set's
- * always; a keyed tree's once it has hints (a few thousand leaves). */
-int zbtReadsAhead(const zbt *t);
 int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len);
 
 /* ZADD's check and insert with one hash and one probe of the index:

@@ -1,11 +1,10 @@
 # The sorted-set engine built on its own: cmocka unit tests, the same under
 # AddressSanitizer and UndefinedBehaviorSanitizer, the libFuzzer targets and
 # the engine's benchmark. Included by the top-level Makefile. test_zbtree
-# and fuzz_zbtree drive sorted sets; test_zbtset and fuzz_zbtset keyed
-# trees (zbtCreateKeyed: the members of big sets); test_ibset and
-# fuzz_ibset big integer sets (ibset.c); test_hpset and fuzz_hpset big sets
-# of strings (hpset.c); test_setpack and fuzz_setpack the packed form a big
-# set stores its members in (setpack.c).
+# and fuzz_zbtree drive sorted sets; test_ibset and fuzz_ibset big integer
+# sets (ibset.c); test_hpset and fuzz_hpset big sets of strings (hpset.c);
+# test_setpack and fuzz_setpack the packed form a big set stores its
+# members in (setpack.c).
 #
 # The engine links only upstream's allocator and small helpers, compiled
 # here from the assembled tree: zmalloc.c (with the bundled jemalloc, so the
@@ -14,7 +13,6 @@
 
 ENGINE_SRC := src/zbtree.c src/zmindex.c
 ENGINE_HDR := src/zbtree.h src/zmindex.h tests/engine/zbt_diff.h
-ZBTSET_HDR := $(ENGINE_HDR) tests/engine/zbtset_diff.h
 IBSET_SRC := src/ibset.c
 IBSET_HDR := src/ibset.h tests/engine/ibs_diff.h
 HPSET_SRC := src/hpset.c
@@ -52,38 +50,20 @@ $(ENGINE_OUT)/test_zbtree_san: tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
 		tests/engine/test_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
-# Keyed trees (the members of big sets), built the same three ways. Their
-# differential run (a million operations, checked after each) takes about
-# 15 s in the plain build; ZBT_DIFF_OPS scales it as for test_zbtree.
-$(ENGINE_OUT)/test_zbtset: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
-		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
-
-$(ENGINE_OUT)/test_zbtset_small: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O2 -g $(ENGINE_SMALL) $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
-		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
-
-$(ENGINE_OUT)/test_zbtset_san: tests/engine/test_zbtset.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g $(ENGINE_SMALL) $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
-		tests/engine/test_zbtset.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
-
 # Big integer sets, built plain and under the sanitizers. Their tests link
-# the keyed trees too, only to tell the two apart (ibsIsSet). All of them
-# take about 16 s in the plain build, half of it the differential run (a
-# million operations, ibsCheck after each); IBS_DIFF_OPS scales the run
-# as ZBT_DIFF_OPS does the others (a fifth under the sanitizers: 15 s).
-$(ENGINE_OUT)/test_ibset: tests/engine/test_ibset.c $(IBSET_SRC) $(IBSET_HDR) $(ENGINE_SRC) $(ENGINE_HDR) | all
+# the big sets of strings too, only to tell the two apart (ibsIsSet). All
+# of them take about 16 s in the plain build, half of it the differential
+# run (a million operations, ibsCheck after each); IBS_DIFF_OPS scales the
+# run as ZBT_DIFF_OPS does the others (a fifth under the sanitizers: 15 s).
+$(ENGINE_OUT)/test_ibset: tests/engine/test_ibset.c $(IBSET_SRC) $(IBSET_HDR) $(HPSET_SRC) src/hpset.h | all
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
-		tests/engine/test_ibset.c $(IBSET_SRC) $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+		tests/engine/test_ibset.c $(IBSET_SRC) $(HPSET_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
 
-$(ENGINE_OUT)/test_ibset_san: tests/engine/test_ibset.c $(IBSET_SRC) $(IBSET_HDR) $(ENGINE_SRC) $(ENGINE_HDR) | all
+$(ENGINE_OUT)/test_ibset_san: tests/engine/test_ibset.c $(IBSET_SRC) $(IBSET_HDR) $(HPSET_SRC) src/hpset.h | all
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
-		tests/engine/test_ibset.c $(IBSET_SRC) $(ENGINE_SRC) $(ENGINE_HELPERS) -lm -lcmocka
+		tests/engine/test_ibset.c $(IBSET_SRC) $(HPSET_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
 # Packed set members, built plain and under the sanitizers (the codec and
 # the allocator alone): under a second in the plain build, about 2 s under
@@ -98,12 +78,6 @@ $(ENGINE_OUT)/test_setpack_san: tests/engine/test_setpack.c $(SETPACK_SRC) $(SET
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
 		tests/engine/test_setpack.c $(SETPACK_SRC) $(ENGINE_HELPERS) -lm -lcmocka
 
-# Finds members whose keys collide, for the table in zbtset_diff.h (run
-# by hand: see its header).
-$(ENGINE_OUT)/zbtset_collide: tests/engine/zbtset_collide.c | all
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O2 $(ENGINE_WARN) -o $@ tests/engine/zbtset_collide.c $(TREE)/src/siphash.c
-
 # The benchmark compares with upstream's listpack: it links listpack.c and
 # what listpack.c needs (util.c, sds.c, sha256.c, fpconv; since 9.0 also
 # valkey_strtod.c and monotonic.c, which util.c calls).
@@ -116,11 +90,11 @@ $(ENGINE_OUT)/bench_zbtree: tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_H
 	$(CC) -std=gnu11 -O3 -g $(ENGINE_WARN) $(ENGINE_INC) -I$(TREE)/deps/fpconv -I$(TREE)/deps/fast_float $(ENGINE_JEMALLOC) -o $@ \
 		tests/engine/bench_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) $(ENGINE_LISTPACK) $(ENGINE_JEMALLOC_LIB)
 
-$(ENGINE_OUT)/fuzz_zbtree $(ENGINE_OUT)/fuzz_zbtset: $(ENGINE_OUT)/fuzz_%: tests/engine/fuzz_%.c $(ENGINE_SRC) $(ZBTSET_HDR) | all
+$(ENGINE_OUT)/fuzz_zbtree: tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HDR) | all
 	@utils/install-deps.sh fuzz
 	@mkdir -p $(@D)
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_$*.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
+		$(ENGINE_SMALL) $(ENGINE_INC) -o $@ tests/engine/fuzz_zbtree.c $(ENGINE_SRC) $(ENGINE_HELPERS) -lm
 
 # Big sets of strings, built the same three ways. The differential run
 # (HPS_DIFF_OPS operations: half a million in the plain build, about 15 s)
@@ -162,47 +136,38 @@ $(ENGINE_OUT)/fuzz_setpack: tests/engine/fuzz_setpack.c $(SETPACK_SRC) $(SETPACK
 	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		$(ENGINE_INC) -o $@ tests/engine/fuzz_setpack.c $(SETPACK_SRC) $(ENGINE_HELPERS) -lm
 
-.PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-zbtset fuzz-ibset fuzz-hpset fuzz-setpack \
+.PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-ibset fuzz-hpset fuzz-setpack \
 	bench-engine
 
-test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_OUT)/test_zbtset \
-		$(ENGINE_OUT)/test_zbtset_small $(ENGINE_OUT)/test_ibset $(ENGINE_OUT)/test_hpset \
-		$(ENGINE_OUT)/test_hpset_small $(ENGINE_OUT)/test_setpack
+test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_OUT)/test_ibset \
+		$(ENGINE_OUT)/test_hpset $(ENGINE_OUT)/test_hpset_small $(ENGINE_OUT)/test_setpack
 	$(ENGINE_OUT)/test_zbtree
 	ZBT_TEST_HUGE=0 $(ENGINE_OUT)/test_zbtree_small
-	$(ENGINE_OUT)/test_zbtset
-	$(ENGINE_OUT)/test_zbtset_small
 	$(ENGINE_OUT)/test_ibset
 	HPS_DIFF_OPS=500000 $(ENGINE_OUT)/test_hpset
 	HPS_DIFF_OPS=300000 $(ENGINE_OUT)/test_hpset_small
 	$(ENGINE_OUT)/test_setpack
 
-test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_zbtset_san $(ENGINE_OUT)/test_ibset_san \
-		$(ENGINE_OUT)/test_hpset_san $(ENGINE_OUT)/test_setpack_san
+test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_ibset_san $(ENGINE_OUT)/test_hpset_san \
+		$(ENGINE_OUT)/test_setpack_san
 	ZBT_TEST_HUGE=0 ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
-	ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtset_san
 	IBS_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_ibset_san
 	HPS_DIFF_OPS=100000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_hpset_san
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_setpack_san
 
 # Runs each differential fuzzer in FUZZ_TARGETS for FUZZ_SECONDS, one after
 # the other, from the corpus it keeps: sorted sets (zbtree, whose corpus is
-# build/engine/corpus), keyed trees (zbtset), big integer sets (ibset), big
-# sets of strings (hpset) and packed set members (setpack).
-# One alone: `make fuzz FUZZ_TARGETS=zbtset FUZZ_SECONDS=60`, or
-# `make fuzz-zbtset`.
-FUZZ_TARGETS ?= zbtree zbtset ibset hpset setpack
+# build/engine/corpus), big integer sets (ibset), big sets of strings
+# (hpset) and packed set members (setpack).
+# One alone: `make fuzz FUZZ_TARGETS=hpset FUZZ_SECONDS=60`, or
+# `make fuzz-hpset`.
+FUZZ_TARGETS ?= zbtree ibset hpset setpack
 fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
 
 fuzz-zbtree: $(ENGINE_OUT)/fuzz_zbtree
 	@mkdir -p $(ENGINE_OUT)/corpus
 	$(ENGINE_OUT)/fuzz_zbtree -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
 		$(ENGINE_OUT)/corpus
-
-fuzz-zbtset: $(ENGINE_OUT)/fuzz_zbtset
-	@mkdir -p $(ENGINE_OUT)/corpus-zbtset
-	$(ENGINE_OUT)/fuzz_zbtset -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
-		$(ENGINE_OUT)/corpus-zbtset
 
 fuzz-ibset: $(ENGINE_OUT)/fuzz_ibset
 	@mkdir -p $(ENGINE_OUT)/corpus-ibset

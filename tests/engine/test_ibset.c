@@ -8,11 +8,11 @@
  * of consecutive integers make bitmaps, sparse values arrays of 1, 2, 4
  * and 8-byte offsets), a new minimum, bulk appends, ranks, cursors and
  * seeks, emptying and growing again, the bytes a set holds and gives back,
- * defrag and dismiss, the tag that tells an ibset from a keyed tree, the
+ * defrag and dismiss, the tag that tells an ibset from an hpset, the
  * memory targets, and a differential run of a million operations against
  * a sorted array (ibs_diff.h).
  *
- * Built like test_zbtset.c: with the server's allocator, and under the
+ * Built like test_zbtree.c: with the server's allocator, and under the
  * sanitizers (where IBS_DIFF_OPS makes the differential run shorter).
  * IBS_TEST=<pattern> runs the tests whose names match it alone.
  */
@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "ibs_diff.h"
-#include "zbtree.h"
+#include "hpset.h"
 
 /* --- Helpers --- */
 
@@ -772,22 +772,24 @@ static void test_ibset_dismiss(void **state) {
     ibsFree(s);
 }
 
-/* The first word tells an ibset from a keyed tree behind the same object
- * encoding. */
+/* The first word tells an ibset from a big set of strings (hpset.c)
+ * behind the same object encoding. */
 static void test_ibset_is_set(void **state) {
     (void)state;
     ibset *s = ibsCreate();
-    zbt *t = zbtCreateKeyed();
+    hpset *t = hpsCreate(0);
     assert_true(ibsIsSet(s));
     assert_false(ibsIsSet(t));
+    assert_false(hpsIsSet(s));
     ibsInsert(s, 1);
-    zbtInsert(t, 0.0, (const unsigned char *)"1", 1);
+    hpsInsert(t, (const unsigned char *)"1", 1);
     assert_true(ibsIsSet(s));
     assert_false(ibsIsSet(t));
+    assert_false(hpsIsSet(s));
     ibset *moved = ibsDefragShell(s, moveAlloc);
     if (moved) s = moved;
     assert_true(ibsIsSet(s));
-    zbtFree(t);
+    hpsFree(t);
     ibsFree(s);
 }
 

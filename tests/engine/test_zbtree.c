@@ -806,12 +806,12 @@ static void test_reads_write_nothing_while_shared(void **state) {
 }
 
 /* zbtPrefetchMany only reads: over trees of every shape (empty, a lone
- * leaf, an arena, keyed), with members present and missing, more than it
- * takes, it leaves each tree byte for byte as it was and every lookup as
- * it was. */
+ * leaf, an arena, one score for all), with members present and missing,
+ * more than it takes, it leaves each tree byte for byte as it was and every
+ * lookup as it was. */
 static void test_prefetch_many_reads_only(void **state) {
     (void)state;
-    zbt *trees[4] = {zbtCreate(0), zbtCreate(0), zbtCreate(0), zbtCreateKeyed()};
+    zbt *trees[4] = {zbtCreate(0), zbtCreate(0), zbtCreate(0), zbtCreate(0)};
     static unsigned char names[40][64];
     const unsigned char *m[40];
     size_t len[40];
