@@ -115,15 +115,18 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #ifndef BUILD_LOAD
 #define BUILD_LOAD 0.75
 #endif
-/* A segment of at least WIDE_HOMES homes grows two size classes a step,
- * a smaller one one. Each step moves every entry of the segment, and the
- * large classes are a sixth to a fifth apart: one class a step costs six
- * moves an insert, two three. Measured with 24-character strings from 0.5M
- * to 4M members, this costs 25.4 B/member on average instead of 24.4 (at
- * most 26.9 instead of 25.7) and saves a seventh of an insert's CPU. */
+/* In a set of WIDE_MEMBERS or more, a segment of WIDE_HOMES homes or more
+ * grows two size classes a step, else one. Each step moves every entry of
+ * the segment, and the large classes are a sixth to a fifth apart: one
+ * class a step costs six moves an insert, two three. Measured with
+ * 24-character strings from 0.5M to 4M members, this costs 25.4 B/member
+ * on average instead of 24.4 (at most 26.9 instead of 25.7) and saves a
+ * seventh of an insert's CPU. A smaller set stays dense: up to 512 members
+ * a HASH of the same members is a listpack (W3), which it must not exceed. */
 #ifndef WIDE_HOMES
 #define WIDE_HOMES 38
 #endif
+#define WIDE_MEMBERS 1024
 #define MIN_LOAD 0.30
 #define SMALL_BUILD_LOAD 0.85 /* One segment: a small set, dense. */
 #define SMALL_MAX_LOAD 0.92
@@ -524,7 +527,7 @@ static void grow(hpset *s, size_t slot, size_t es) {
     moving stackv[256], *v = g->count + 1 <= 256 ? stackv : zmalloc(sizeof(*v) * (g->count + 1));
     unsigned cls = sizeClassOf(g);
     unsigned next = sizeFor(g->count + 1, g->used + es, s->segments == 1 ? SMALL_BUILD_LOAD : BUILD_LOAD, 0);
-    unsigned step = g->homes >= WIDE_HOMES ? 2 : 1;
+    unsigned step = g->homes >= WIDE_HOMES && s->count >= WIDE_MEMBERS ? 2 : 1;
     if (next < cls + step) next = cls + step;
     if (next > SEG_SIZES) next = SEG_SIZES;
     segment *ng = NULL;
