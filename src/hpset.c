@@ -50,15 +50,15 @@
  * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
  *
  * Growth: a segment past MAX_LOAD is rebuilt a size class larger (two from
- * WIDE_HOMES on), placing entries by their stored tags (no member is read
- * or hashed); past the largest class it splits in two by hash bit d, the tags' top bit, and
- * hashes its members again only when no more bit is left (every fourth
- * split; upstream's hashtable rehashes every member each time it doubles).
- * No step allocates more than two segments, so no insert stalls or adds
- * more than 16 KiB. Deletes
- * rebuild a segment below MIN_LOAD smaller and merge two buddies that fit
- * in one: the merged tag is the prefix's last bit followed by the tag's
- * top seven, so merging reads no member either.
+ * WIDE_HOMES on, in a big set), placing entries by their stored tags (no
+ * member is read or hashed); past the largest class it splits in two by
+ * hash bit d, the tags' top bit, and hashes its members again only when no
+ * more bit is left (every fourth split; upstream's hashtable rehashes
+ * every member each time it doubles). No step allocates more than two
+ * segments, so no insert stalls or adds more than 16 KiB. Deletes rebuild
+ * a segment below MIN_LOAD smaller and merge two buddies that fit in one:
+ * the merged tag is the prefix's last bit followed by the tag's top seven,
+ * so merging reads no member either.
  *
  * SSCAN's cursor is a position in a 48-bit hash space (HASH_POS_BITS). A
  * call emits the members whose known position (the top d+8 bits of their

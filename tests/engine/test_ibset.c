@@ -793,6 +793,27 @@ static void test_ibset_is_set(void **state) {
     ibsFree(s);
 }
 
+/* The read-ahead reads and changes nothing, on an empty set, past either
+ * end and for every edge value, in sets of one block and of many pages. */
+static void test_ibset_prefetch(void **state) {
+    (void)state;
+    ibset *s = ibsCreate();
+    for (size_t i = 0; i < COUNT(edges); i++) ibsPrefetch(s, edges[i]);
+    assert_int_equal(ibsLength(s), 0);
+    for (int64_t v = 0; v < 200000; v++) {
+        ibsInsert(s, v * 1009 - 5000000);
+        if (v % 997 == 0)
+            for (size_t i = 0; i < COUNT(edges); i++) ibsPrefetch(s, edges[i]);
+    }
+    size_t bytes = ibsAllocSize(s);
+    for (int64_t v = -6000000; v < 300000000; v += 4099) ibsPrefetch(s, v);
+    for (size_t i = 0; i < COUNT(edges); i++) ibsPrefetch(s, edges[i]);
+    assert_int_equal(ibsLength(s), 200000);
+    assert_int_equal(ibsAllocSize(s), bytes);
+    check(s);
+    ibsFree(s);
+}
+
 /* A block made small by deletes next to a full bitmap block: merging the
  * two must not decode more members than a block holds (the scratch of
  * the merge) when they do not fit together. */
@@ -1014,6 +1035,7 @@ int main(void) {
         cmocka_unit_test(test_ibset_defrag),
         cmocka_unit_test(test_ibset_dismiss),
         cmocka_unit_test(test_ibset_is_set),
+        cmocka_unit_test(test_ibset_prefetch),
         cmocka_unit_test(test_ibset_small_block_next_to_full_bitmap),
         cmocka_unit_test(test_ibset_memory_consecutive),
         cmocka_unit_test(test_ibset_memory_descending_into_gap),

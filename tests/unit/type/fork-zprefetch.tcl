@@ -3,8 +3,10 @@
 #
 # A client's pipeline is queued before it runs, and the fork looks the
 # members of queued ZSCORE, ZADD, ZINCRBY, ZREM, ZRANK, ZREVRANK and ZMSCORE
-# commands up in their big sorted sets ahead of time, and asks for the
-# buckets of SISMEMBER, SADD and SREM in big sets of strings. It must change
+# commands up in their big sorted sets ahead of time, asks for the buckets
+# of SISMEMBER, SADD and SREM in big sets of strings (and keeps their
+# members' stored forms and hashes for them), and for the blocks of
+# SISMEMBER, SMISMEMBER, SADD and SREM in big sets of integers. It must change
 # nothing a client sees: the same pipelines, run with the read-ahead on
 # (prefetch-batch-max-size 16, the default) and off (1; 0 turns it off as
 # well, but upstream's key prefetch then declares an array of no elements,
@@ -174,6 +176,47 @@ start_server {tags {"fork zset"}} {
         }
         lappend pipelines $churn
         fzp_compare [list [list restore s 0 $::fzp_spayload]] $pipelines
+    }
+
+    # A big set of integers (ibset.c): its commands have the block of each
+    # member asked for. Members spread over the 64-bit range, some not
+    # integers (the set becomes a set of strings inside the pipeline).
+    proc fzp_int {i} { return [expr {$i * 7919 - 300000}] }
+    proc fzp_random_int_cmds {key n count} {
+        set cmds {}
+        for {set i 0} {$i < $count} {incr i} {
+            set m [fzp_int [expr {int(rand() * ($n + $n / 4))}]]
+            switch [expr {int(rand() * 8)}] {
+                0 - 1 { lappend cmds [list sismember $key $m] }
+                2 { lappend cmds [list sadd $key $m [fzp_int [expr {$n + int(rand() * $n)}]]] }
+                3 { lappend cmds [list srem $key $m [fzp_int [expr {int(rand() * $n)}]]] }
+                4 { lappend cmds [list smismember $key $m -9223372036854775808 9223372036854775807 1.5] }
+                5 { lappend cmds [list sadd $key -9223372036854775808 9223372036854775807] }
+                6 { lappend cmds [list sismember $key 0x10] }
+                7 { lappend cmds [list srem $key [fzp_int [expr {int(rand() * $n)}]]] }
+            }
+        }
+        return $cmds
+    }
+
+    test {Pipelined SISMEMBER, SMISMEMBER, SADD and SREM on a big set of integers: the same with and without read-ahead} {
+        r del i
+        for {set i 0} {$i < 60000} {incr i 1000} {
+            set args {}
+            for {set j $i} {$j < $i + 1000} {incr j} { lappend args [fzp_int $j] }
+            r sadd i {*}$args
+        }
+        assert_encoding btree i
+        set payload [r dump i]
+        set pipelines {}
+        for {set p 0} {$p < 30} {incr p} {
+            lappend pipelines [fzp_random_int_cmds i 60000 [expr {1 + int(rand() * 200)}]]
+        }
+        # Turned into a set of strings halfway through a pipeline.
+        lappend pipelines [concat [fzp_random_int_cmds i 60000 50] {{sadd i not-an-integer}} \
+            [fzp_random_int_cmds i 60000 50]]
+        lappend pipelines [concat [fzp_random_int_cmds i 60000 20] {{del i}} [fzp_random_int_cmds i 60000 20]]
+        fzp_compare [list [list restore i 0 $payload]] $pipelines
     }
 
     test {Set read-ahead in a pipeline that deletes, retypes, moves and shrinks its key} {
