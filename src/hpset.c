@@ -244,14 +244,6 @@ static unsigned bucketEntries(const unsigned char *b) {
     return n;
 }
 
-/* The offset of the entry for m in bucket b, 0 when none. */
-static inline unsigned bucketFind(const unsigned char *b, unsigned tag, const unsigned char *m, size_t len) {
-    unsigned end = bucketEnd(b);
-    for (unsigned p = 1; p < end; p += entrySize(b + p))
-        if (b[p] == tag && entryIs(b + p, m, len)) return p;
-    return 0;
-}
-
 /* --- Allocation --- */
 
 static void *alloc(hpset *s, size_t size) {
@@ -648,46 +640,38 @@ int hpsIsSet(const void *p) {
 uint64_t hpsLength(const hpset *s) { return s->count; }
 size_t hpsAllocSize(const hpset *s) { return s->bytes; }
 
-/* The entry for m, and its segment's slot and bucket; NULL when m is not a
- * member. */
-static unsigned char *findEntry(const hpset *s, uint64_t h, const unsigned char *m, size_t len, unsigned char **bucket) {
+/* The entry for m, and its bucket; NULL when m is not a member. An insert,
+ * which would walk the same buckets again to place m, passes room: then,
+ * when m is no member, *room is the first bucket walked that has room for
+ * an entry of es bytes (NULL when none) and *entries its entries. The
+ * buckets before it are OVERFLOWED, as the walk went on past them. Inlined,
+ * a lookup's walk drops what only an insert's needs. */
+static inline unsigned char *probe(const hpset *s, uint64_t h, const unsigned char *m, size_t len,
+                                   unsigned char **bucket, size_t es, unsigned char **room, unsigned *entries) {
     uint64_t slot = s->dir[slotOf(s, h)];
     const segment *g = slotSegment(slot);
     unsigned homes = slotHomes(slot), tag = tagOf(h, slotDepth(slot)), total = homes + EXTRA;
-    for (unsigned j = homeOf(tag, homes); j < total; j++) {
-        unsigned char *b = bucketAt(g, j);
-        unsigned p = bucketFind(b, tag, m, len);
-        if (p) {
-            if (bucket) *bucket = b;
-            return b + p;
-        }
-        if (!(b[0] & META_OVERFLOWED)) break;
-    }
-    return NULL;
-}
-
-/* As findEntry, for an insert, which would walk the same buckets again to
- * place the member: when m is no member, the first bucket walked that has
- * room for an entry of es bytes (NULL when none) and its entries. The
- * buckets before it are OVERFLOWED, as the walk went on past them. */
-static unsigned char *findOrRoom(const hpset *s, uint64_t h, const unsigned char *m, size_t len, size_t es,
-                                 unsigned char **room, unsigned *entries) {
-    uint64_t slot = s->dir[slotOf(s, h)];
-    const segment *g = slotSegment(slot);
-    unsigned homes = slotHomes(slot), tag = tagOf(h, slotDepth(slot)), total = homes + EXTRA;
-    *room = NULL;
+    if (room) *room = NULL;
     for (unsigned j = homeOf(tag, homes); j < total; j++) {
         unsigned char *b = bucketAt(g, j);
         unsigned end = bucketEnd(b), n = 0;
-        for (unsigned p = 1; p < end; p += entrySize(b + p), n++)
-            if (b[p] == tag && entryIs(b + p, m, len)) return b + p;
-        if (!*room && n < MAX_PER_BUCKET && end - 1 + es <= BUCKET_ROOM) {
+        for (unsigned p = 1; p < end; p += entrySize(b + p), n++) {
+            if (b[p] == tag && entryIs(b + p, m, len)) {
+                if (bucket) *bucket = b;
+                return b + p;
+            }
+        }
+        if (room && !*room && n < MAX_PER_BUCKET && end - 1 + es <= BUCKET_ROOM) {
             *room = b;
             *entries = n;
         }
         if (!(b[0] & META_OVERFLOWED)) break;
     }
     return NULL;
+}
+
+static unsigned char *findEntry(const hpset *s, uint64_t h, const unsigned char *m, size_t len, unsigned char **bucket) {
+    return probe(s, h, m, len, bucket, 0, NULL, NULL);
 }
 
 void hpsPrefetch(const hpset *s, uint64_t h) {
@@ -716,7 +700,7 @@ int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
     size_t es = storedSize(len);
     unsigned char *room;
     unsigned entries = 0;
-    if (findOrRoom(s, h, m, len, es, &room, &entries)) return 0;
+    if (probe(s, h, m, len, NULL, es, &room, &entries)) return 0;
     if (len <= INLINE_MAX) {
         e[1] = (unsigned char)len;
         memcpy(e + ENTRY_HEAD, m, len);
