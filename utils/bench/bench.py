@@ -488,6 +488,7 @@ class Bench:
             for k in ("w1_pairs", "w3_rounds", "w4_pairs", "w5_pairs", "w7_pairs", "w8_rounds"):
                 self.cfg[k] = args.pairs
         self.only = {w.strip().upper() for w in args.only.split(",")} if args.only else None
+        self.w7_only_ops = {o.strip() for o in args.w7_ops.split(",")} if args.w7_ops else None
         self.servers = [ServerSpec("ours", Path(args.ours).resolve() if args.ours
                                    else BUILD / "valkey" / "src" / "valkey-server"),
                         ServerSpec("reference", BUILD / "upstream" / "src" / "valkey-server")]
@@ -831,6 +832,10 @@ class Bench:
     # -- W7: big sets
 
     def w7(self):
+        if self.w7_only_ops:   # --w7-ops: only these operations' turns (a quick A/B of a few)
+            self.w7_ops()
+            write_rows(self.out / "w7_runs.csv", self.w7_runs)
+            return
         self.w7_memory()
         self.w7_stall()
         self.w7_ops()
@@ -945,7 +950,7 @@ class Bench:
                                               f"{r['members']:,} members of {n:,}.")
                 for shape in W7_OPS_SHAPES:
                     for op, label, bulk, shapes in W7_OPS:
-                        if shape not in shapes:
+                        if shape not in shapes or (self.w7_only_ops and op not in self.w7_only_ops):
                             continue
                         for pi, pl in enumerate(W5_PIPELINES):
                             self.w7_turn(srvs, shape, op, label, bulk, pl, rnd, cursors, seed=100 * rnd + pi,
@@ -963,7 +968,7 @@ class Bench:
                 for pl in W5_PIPELINES if got.get((shape, op, pl, "reference"))))
         for shape in W7_OPS_SHAPES:
             for op, label, _, shapes in W7_OPS:
-                if shape in shapes:
+                if shape in shapes and (not self.w7_only_ops or op in self.w7_only_ops):
                     for pl in W5_PIPELINES:
                         self.check_bound("W7", f"{shape} {label}", pl,
                                          [r for r in self.w7_runs if r["part"] == "ops" and r["shape"] == shape
@@ -1901,6 +1906,8 @@ def main():
     ap.add_argument("--pairs", type=int, help="rounds of the alternating throughput runs (default 3)")
     ap.add_argument("--out", help="results directory (default build/bench/<timestamp>-<size>)")
     ap.add_argument("--no-docs", action="store_true", help="full: do not write docs/benchmarks.md")
+    ap.add_argument("--w7-ops", metavar="OPS",
+                    help="W7: run only these operations' turns, e.g. sadd,srem (no memory, stall or doubling rows)")
     ap.add_argument("--ours", metavar="PATH",
                     help="the server measured as `ours` (default build/valkey/src/valkey-server)")
     args = ap.parse_args()
