@@ -548,8 +548,7 @@ void ibsPrefetch(const ibset *s, int64_t v) {
     prefetchRange(pg->bases, pg->nblocks * sizeof(pg->bases[0]));
     prefetchRange(pg->blocks, pg->nblocks * sizeof(pg->blocks[0]));
     uint32_t i = findBlock(pg, k);
-    const char *b = (const char *)pg->blocks[i];
-    for (size_t off = 0; off < IB_BLOCK_BYTES; off += 64) __builtin_prefetch(b + off);
+    prefetchRange(pg->blocks[i], IB_BLOCK_BYTES);
     __builtin_prefetch(&pg->counts[i]);
 }
 
