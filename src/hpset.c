@@ -49,16 +49,16 @@
  *   segments of depth `depth`.
  * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
  *
- * Growth: a segment past MAX_LOAD is rebuilt a size class larger (two from
- * WIDE_HOMES on, in a big set), placing entries by their stored tags (no
- * member is read or hashed); past the largest class it splits in two by
- * hash bit d, the tags' top bit, and hashes its members again only when no
- * more bit is left (every fourth split; upstream's hashtable rehashes
- * every member each time it doubles). No step allocates more than two
- * segments, so no insert stalls or adds more than 16 KiB. Deletes rebuild
- * a segment below MIN_LOAD smaller and merge two buddies that fit in one:
- * the merged tag is the prefix's last bit followed by the tag's top seven,
- * so merging reads no member either.
+ * Growth: a segment past its load (MAX_LOAD and its kin) is rebuilt a size
+ * class larger (two from WIDE_HOMES on, in a big set), placing entries by
+ * their stored tags (no member is read or hashed); past the largest class
+ * it splits in two by hash bit d, the tags' top bit, and hashes its
+ * members again only when no more bit is left (every fourth split;
+ * upstream's hashtable rehashes every member each time it doubles). No
+ * step allocates more than two segments, so no insert stalls or adds more
+ * than 16 KiB. Deletes rebuild a segment below MIN_LOAD smaller and merge
+ * two buddies that fit in one: the merged tag is the prefix's last bit
+ * followed by the tag's top seven, so merging reads no member either.
  *
  * SSCAN's cursor is a position in a 48-bit hash space (HASH_POS_BITS). A
  * call emits the members whose known position (the top d+8 bits of their
@@ -108,28 +108,38 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define MAX_DEPTH 40
 #define PRESIZE_ENTRIES 256 /* Members a segment is expected to get. */
 #define HASH_POS_BITS 48
-/* Loads, as a share of what a segment's buckets hold of entries its size. */
-#ifndef MAX_LOAD
+/* Loads, as a share of what a segment's buckets hold of entries its size:
+ * the most a segment takes before it grows, and what it is built at. A set
+ * of one segment is dense (SMALL_), a set of several less so; a set of
+ * BIG_MEMBERS or more less again (BIG_), because a fuller segment overflows
+ * more buckets, and a lookup or insert whose home is overflowed reads the
+ * next bucket too. With 1M 24-character strings, at 0.9 and 0.75 a quarter
+ * of the buckets were overflowed and the set took 26.3 B/member; at 0.8 and
+ * 0.65 it takes 29.3, and a lone SADD of a new member costs 2.3% less CPU
+ * (3 rounds side by side, 0.974-0.981). Below BIG_MEMBERS the set stays
+ * dense, as W3 asks it to take no more than a HASH of its members: at the
+ * big loads it took 1.09 times the HASH at 438 members. */
+#define SMALL_MAX_LOAD 0.92
+#define SMALL_BUILD_LOAD 0.85
 #define MAX_LOAD 0.9
-#endif
-#ifndef BUILD_LOAD
 #define BUILD_LOAD 0.75
-#endif
+#define BIG_MAX_LOAD 0.8
+#define BIG_BUILD_LOAD 0.65
+#define BIG_MEMBERS 65536
 /* In a set of WIDE_MEMBERS or more, a segment of WIDE_HOMES homes or more
  * grows two size classes a step, else one. Each step moves every entry of
  * the segment, and the large classes are a sixth to a fifth apart: one
  * class a step costs six moves an insert, two three. Measured with
- * 24-character strings from 0.5M to 4M members, this costs 25.4 B/member
- * on average instead of 24.4 (at most 26.9 instead of 25.7) and saves a
- * seventh of an insert's CPU. A smaller set stays dense: up to 512 members
- * a HASH of the same members is a listpack (W3), which it must not exceed. */
+ * 24-character strings from 0.5M to 4M members (at loads 0.9 and 0.75),
+ * this costs 25.4 B/member on average instead of 24.4 (at most 26.9
+ * instead of 25.7) and saves a seventh of an insert's CPU. A smaller set
+ * stays dense: up to 512 members a HASH of the same members is a listpack
+ * (W3), which it must not exceed. */
 #ifndef WIDE_HOMES
 #define WIDE_HOMES 38
 #endif
 #define WIDE_MEMBERS 1024
 #define MIN_LOAD 0.30
-#define SMALL_BUILD_LOAD 0.85 /* One segment: a small set, dense. */
-#define SMALL_MAX_LOAD 0.92
 
 typedef struct segment {
     uint32_t count; /* Entries. */
@@ -139,9 +149,9 @@ typedef struct segment {
     uint8_t moreBits; /* Leading bits of every entry's "more" that are right. */
     /* The entries the segment takes before it grows, worked out while its
      * entries average avg bytes (rounded up) and the set has one segment
-     * (small) or more; see takesOneMore. */
+     * (loads 0), more (1) or BIG_MEMBERS or more (2); see takesOneMore. */
     uint32_t limit;
-    uint8_t avg, small;
+    uint8_t avg, loads;
     uint8_t pad[BUCKET - 18];
 } segment;
 
@@ -309,6 +319,16 @@ static unsigned sizeFor(uint64_t count, uint64_t used, double load, unsigned fro
     return SEG_SIZES;
 }
 
+/* Which loads the set's segments keep: see SMALL_MAX_LOAD. */
+static uint8_t loadsOf(const hpset *s) {
+    return s->segments == 1 ? 0 : s->count < BIG_MEMBERS ? 1 : 2;
+}
+
+/* What a segment of a set of several is built at. */
+static double buildLoad(const hpset *s) {
+    return s->count < BIG_MEMBERS ? BUILD_LOAD : BIG_BUILD_LOAD;
+}
+
 static unsigned sizeClassOf(const segment *g) {
     for (unsigned i = 0; i < SEG_SIZES; i++)
         if (seg_homes[i] == g->homes) return i;
@@ -449,7 +469,7 @@ static void install(hpset *s, moving *v, size_t n, unsigned d, unsigned moreBits
     if (!mustSplit) {
         uint64_t used = 0;
         for (size_t i = 0; i < n; i++) used += entrySize(v[i].e);
-        segment *g = build(s, v, n, d, moreBits, sizeFor(n, used, BUILD_LOAD, 0));
+        segment *g = build(s, v, n, d, moreBits, sizeFor(n, used, buildLoad(s), 0));
         if (g) {
             noteDepth(s, g, 1);
             fillSlots(s, g, prefix);
@@ -497,12 +517,13 @@ static void replaceSegment(hpset *s, size_t slot, segment *g, segment *ng) {
  * (MAX_LOAD). Its limit is worked out again only when the entries' average
  * size moves past a whole byte, which spares most inserts two divisions. */
 static int takesOneMore(const hpset *s, segment *g, size_t es) {
+    static const double max_load[] = {SMALL_MAX_LOAD, MAX_LOAD, BIG_MAX_LOAD};
     uint64_t n = (uint64_t)g->count + 1, used = g->used + es;
-    uint8_t small = s->segments == 1;
-    if (!g->avg || used > (uint64_t)g->avg * n || used <= (uint64_t)(g->avg - 1) * n || g->small != small) {
+    uint8_t loads = loadsOf(s);
+    if (!g->avg || used > (uint64_t)g->avg * n || used <= (uint64_t)(g->avg - 1) * n || g->loads != loads) {
         g->avg = (uint8_t)((used + n - 1) / n);
-        g->small = small;
-        g->limit = (uint32_t)((small ? SMALL_MAX_LOAD : MAX_LOAD) * g->homes * perBucketOfAvg(g->avg));
+        g->loads = loads;
+        g->limit = (uint32_t)(max_load[loads] * g->homes * perBucketOfAvg(g->avg));
     }
     return n <= g->limit;
 }
@@ -518,7 +539,7 @@ static void grow(hpset *s, size_t slot, size_t es) {
     uint64_t prefix = prefixOf(s, slot, g);
     moving stackv[256], *v = g->count + 1 <= 256 ? stackv : zmalloc(sizeof(*v) * (g->count + 1));
     unsigned cls = sizeClassOf(g);
-    unsigned next = sizeFor(g->count + 1, g->used + es, s->segments == 1 ? SMALL_BUILD_LOAD : BUILD_LOAD, 0);
+    unsigned next = sizeFor(g->count + 1, g->used + es, s->segments == 1 ? SMALL_BUILD_LOAD : buildLoad(s), 0);
     unsigned step = g->homes >= WIDE_HOMES && s->count >= WIDE_MEMBERS ? 2 : 1;
     if (next < cls + step) next = cls + step;
     if (next > SEG_SIZES) next = SEG_SIZES;
@@ -545,7 +566,7 @@ static int mergeBuddies(hpset *s, size_t slot) {
     segment *buddy = segAt(s, (prefix ^ 1) << (s->depth - g->depth));
     if (buddy->depth != g->depth) return 0;
     uint64_t count = g->count + buddy->count, used = g->used + buddy->used;
-    unsigned cls = sizeFor(count, used, BUILD_LOAD, 0);
+    unsigned cls = sizeFor(count, used, buildLoad(s), 0);
     if (cls >= SEG_SIZES || seg_homes[cls] * 2 > seg_homes[SEG_SIZES - 1]) return 0;
     segment *lo = prefix & 1 ? buddy : g, *hi = prefix & 1 ? g : buddy;
     /* One level up: the prefix's last bit goes in front of the tag, the
@@ -585,7 +606,7 @@ static void shrink(hpset *s, size_t slot) {
     segment *g = segAt(s, slot);
     unsigned cls = sizeClassOf(g);
     if (loadOf(g) >= MIN_LOAD || cls == 0) return;
-    unsigned to = sizeFor(g->count, g->used, BUILD_LOAD, 0);
+    unsigned to = sizeFor(g->count, g->used, buildLoad(s), 0);
     if (to >= cls) return;
     moving stackv[256], *v = g->count <= 256 ? stackv : zmalloc(sizeof(*v) * g->count);
     gather(g, v);
@@ -680,6 +701,9 @@ void hpsPrefetch(const hpset *s, uint64_t h) {
     const unsigned char *b = bucketAt(g, homeOf(tagOf(h, slotDepth(slot)), slotHomes(slot)));
     __builtin_prefetch(b);
     __builtin_prefetch(b + LINE);
+    /* The next bucket's first line: its meta byte and first entries, which
+     * a walk past an overflowed home reads. */
+    __builtin_prefetch(b + BUCKET);
     __builtin_prefetch(g);
 }
 
