@@ -148,8 +148,8 @@ typedef struct segment {
     uint8_t depth;
     uint8_t moreBits; /* Leading bits of every entry's "more" that are right. */
     /* The entries the segment takes before it grows, worked out while its
-     * entries average avg bytes (rounded up) and the set has one segment
-     * (loads 0), more (1) or BIG_MEMBERS or more (2); see takesOneMore. */
+     * entries average avg bytes (rounded up) and the set keeps the loads
+     * set_loads[loads]; see takesOneMore. */
     uint32_t limit;
     uint8_t avg, loads;
     uint8_t pad[BUCKET - 18];
@@ -319,15 +319,17 @@ static unsigned sizeFor(uint64_t count, uint64_t used, double load, unsigned fro
     return SEG_SIZES;
 }
 
-/* Which loads the set's segments keep: see SMALL_MAX_LOAD. */
-static uint8_t loadsOf(const hpset *s) {
-    return s->segments == 1 ? 0 : s->count < BIG_MEMBERS ? 1 : 2;
-}
+/* The loads a segment grows past and is built at (see SMALL_MAX_LOAD), by
+ * the set's size: one segment, several, or BIG_MEMBERS members or more. */
+static const struct {
+    double max, build;
+} set_loads[] = {{SMALL_MAX_LOAD, SMALL_BUILD_LOAD}, {MAX_LOAD, BUILD_LOAD}, {BIG_MAX_LOAD, BIG_BUILD_LOAD}};
 
-/* What a segment of a set of several is built at. */
-static double buildLoad(const hpset *s) {
-    return s->count < BIG_MEMBERS ? BUILD_LOAD : BIG_BUILD_LOAD;
-}
+/* The index in set_loads of a set of several segments: splits, merges and
+ * shrinks build at it even while the set has one. */
+static uint8_t severalLoads(const hpset *s) { return s->count < BIG_MEMBERS ? 1 : 2; }
+static uint8_t loadsOf(const hpset *s) { return s->segments == 1 ? 0 : severalLoads(s); }
+static double buildLoad(const hpset *s) { return set_loads[severalLoads(s)].build; }
 
 static unsigned sizeClassOf(const segment *g) {
     for (unsigned i = 0; i < SEG_SIZES; i++)
@@ -517,13 +519,12 @@ static void replaceSegment(hpset *s, size_t slot, segment *g, segment *ng) {
  * (MAX_LOAD). Its limit is worked out again only when the entries' average
  * size moves past a whole byte, which spares most inserts two divisions. */
 static int takesOneMore(const hpset *s, segment *g, size_t es) {
-    static const double max_load[] = {SMALL_MAX_LOAD, MAX_LOAD, BIG_MAX_LOAD};
     uint64_t n = (uint64_t)g->count + 1, used = g->used + es;
     uint8_t loads = loadsOf(s);
     if (!g->avg || used > (uint64_t)g->avg * n || used <= (uint64_t)(g->avg - 1) * n || g->loads != loads) {
         g->avg = (uint8_t)((used + n - 1) / n);
         g->loads = loads;
-        g->limit = (uint32_t)(max_load[loads] * g->homes * perBucketOfAvg(g->avg));
+        g->limit = (uint32_t)(set_loads[loads].max * g->homes * perBucketOfAvg(g->avg));
     }
     return n <= g->limit;
 }
@@ -539,7 +540,7 @@ static void grow(hpset *s, size_t slot, size_t es) {
     uint64_t prefix = prefixOf(s, slot, g);
     moving stackv[256], *v = g->count + 1 <= 256 ? stackv : zmalloc(sizeof(*v) * (g->count + 1));
     unsigned cls = sizeClassOf(g);
-    unsigned next = sizeFor(g->count + 1, g->used + es, s->segments == 1 ? SMALL_BUILD_LOAD : buildLoad(s), 0);
+    unsigned next = sizeFor(g->count + 1, g->used + es, set_loads[loadsOf(s)].build, 0);
     unsigned step = g->homes >= WIDE_HOMES && s->count >= WIDE_MEMBERS ? 2 : 1;
     if (next < cls + step) next = cls + step;
     if (next > SEG_SIZES) next = SEG_SIZES;
