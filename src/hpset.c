@@ -109,8 +109,9 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
  * new member costs 0.3-0.7% less CPU (4 rounds side by side) at the same
  * memory. At 32 KiB: no better again. A slot holds home counts below
  * 1024, and past 256 homes (tag * homes / 256) some would get no tag. */
-#define SEG_MAX_BYTES 16384
-#define SEG_MAX_BUCKETS (SEG_MAX_BYTES / BUCKET - 1)
+#define SEG_MAX_HOMES 126 /* The last of seg_homes: 16 KiB. */
+#define SEG_MAX_BUCKETS (SEG_MAX_HOMES + EXTRA)
+#define SEG_MAX_BYTES (BUCKET * (1 + SEG_MAX_BUCKETS))
 #define MAX_DEPTH 40
 #define PRESIZE_ENTRIES 256 /* Members a segment is expected to get. */
 #define HASH_POS_BITS 48
@@ -278,7 +279,7 @@ static void release(hpset *s, void *p) {
 /* The jemalloc size classes of whole lines a segment takes (four a
  * doubling, as jemalloc's), as home bucket counts. */
 static const uint16_t seg_homes[] = {
-    1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 18, 22, 26, 30, 38, 46, 54, 62, 78, 94, 110, 126,
+    1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 18, 22, 26, 30, 38, 46, 54, 62, 78, 94, 110, SEG_MAX_HOMES,
 };
 /* Fewer classes (HPS_SEG_CLASSES) make segments split sooner: the tests'
  * small builds. */
