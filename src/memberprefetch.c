@@ -28,6 +28,12 @@
  * miss). A lone command on a big set of strings has its bucket asked for
  * likewise (SADD and SISMEMBER at pipeline 1: 1.5-2% less CPU a call).
  *
+ * A lone command that names at most one key skips upstream's key batch
+ * (prefetchLoneCommand): upstream hashes that key to start a batch of one,
+ * which it then drops as not worth running, so the hash is thrown away on
+ * every such command (a lone SADD on a big set: about 1% of the server's
+ * CPU, side by side).
+ *
  * The batch is arrays on the stack, up to ZBT_PREFETCH_MAX entries: the
  * tree, the member and its length. A set member's stored form and hash are
  * kept until the next batch (prefetchedMember), so that its command takes
@@ -219,4 +225,17 @@ void prefetchQueuedMembers(client *c) {
         zbtPrefetchMany(b.tree, b.m, b.len, b.n);
     else if (b.n == 1)
         zbtPrefetchOne(b.tree[0], b.m[0], b.len[0]);
+}
+
+/* Reads ahead for a lone command that names at most one key, where
+ * upstream's key batch would hold one key and be dropped; returns 0 for any
+ * other, which takes upstream's batch. Its key count comes from its key
+ * specs, as COMMAND's (first, last, step) does: one range of one key, and
+ * no keys found by other means (CMD_MOVABLE_KEYS). */
+int prefetchLoneCommand(client *c) {
+    struct serverCommand *cmd = c->parsed_cmd;
+    if (c->cmd_queue.off < c->cmd_queue.len || !cmd || (c->read_flags & READ_FLAGS_BAD_ARITY)) return 0;
+    if ((cmd->flags & CMD_MOVABLE_KEYS) || cmd->legacy_range_key_spec.fk.range.lastkey != 0) return 0;
+    prefetchQueuedMembers(c);
+    return 1;
 }
