@@ -59,7 +59,6 @@ typedef struct memberBatch {
     uint64_t hash[ZBT_PREFETCH_MAX];
     size_t sets;
     size_t ints; /* Members of big sets of integers, asked for at once. */
-    int lone; /* one command, nothing queued after it (pipeline 1) */
     /* The last key looked up: a pipeline mostly names one key over and over. */
     sds lastKey;
     robj *lastVal;
@@ -214,7 +213,6 @@ void prefetchQueuedMembers(client *c) {
     b.max = server.prefetch_batch_max_size < ZBT_PREFETCH_MAX ? server.prefetch_batch_max_size : ZBT_PREFETCH_MAX;
     b.lastKey = NULL;
     b.lastVal = NULL;
-    b.lone = c->cmd_queue.off >= c->cmd_queue.len;
     if (c->parsed_cmd && !(c->read_flags & READ_FLAGS_BAD_ARITY)) addCommand(&b, c, c->parsed_cmd, c->argv, c->argc);
     for (int i = c->cmd_queue.off; i < c->cmd_queue.len && !batchFull(&b); i++) {
         parsedCommand *p = &c->cmd_queue.cmds[i];
@@ -234,7 +232,8 @@ void prefetchQueuedMembers(client *c) {
  * no keys found by other means (CMD_MOVABLE_KEYS). */
 int prefetchLoneCommand(client *c) {
     struct serverCommand *cmd = c->parsed_cmd;
-    if (c->cmd_queue.off < c->cmd_queue.len || !cmd || (c->read_flags & READ_FLAGS_BAD_ARITY)) return 0;
+    int queued = c->cmd_queue.off < c->cmd_queue.len; /* a pipeline: commands wait behind this one */
+    if (queued || !cmd || (c->read_flags & READ_FLAGS_BAD_ARITY)) return 0;
     if ((cmd->flags & CMD_MOVABLE_KEYS) || cmd->legacy_range_key_spec.fk.range.lastkey != 0) return 0;
     prefetchQueuedMembers(c);
     return 1;
