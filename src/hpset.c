@@ -82,6 +82,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "countedalloc.h"
 #include "zmalloc.h"
 #include "serverassert.h"
 
@@ -104,11 +105,10 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define TAG_BITS 8
 #define SEG_MIN_BYTES 384
 /* Segments of up to 16 KiB keep the directory small enough to stay in the
- * cache more often: 1M 24-character strings take a directory of 16 KiB
- * (depth 11) instead of 64 KiB (depth 13) at 8 KiB, and a lone SADD of a
- * new member costs 0.3-0.7% less CPU (4 rounds side by side) at the same
- * memory. At 32 KiB: no better again. A slot holds home counts below
- * 1024, and past 256 homes (tag * homes / 256) some would get no tag. */
+ * cache more often: a quarter of the slots that 8 KiB segments need, at
+ * the same memory; 32 KiB gained nothing more (docs/engine.md, session
+ * 25). A slot holds home counts below 1024, and past 256 homes
+ * (tag * homes / 256) some would get no tag. */
 #define SEG_MAX_HOMES 126 /* The last of seg_homes: 16 KiB. */
 #define SEG_MAX_BUCKETS (SEG_MAX_HOMES + EXTRA)
 #define SEG_MAX_BYTES (BUCKET * (1 + SEG_MAX_BUCKETS))
@@ -120,12 +120,10 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
  * of one segment is dense (SMALL_), a set of several less so; a set of
  * BIG_MEMBERS or more less again (BIG_), because a fuller segment overflows
  * more buckets, and a lookup or insert whose home is overflowed reads the
- * next bucket too. With 1M 24-character strings, at 0.9 and 0.75 a quarter
- * of the buckets were overflowed and the set took 26.3 B/member; at 0.8 and
- * 0.65 it takes 29.3, and a lone SADD of a new member costs 2.3% less CPU
- * (3 rounds side by side, 0.974-0.981). Below BIG_MEMBERS the set stays
- * dense, as W3 asks it to take no more than a HASH of its members: at the
- * big loads it took 1.09 times the HASH at 438 members. */
+ * next bucket too: at the big loads half as many buckets overflow, for
+ * about three more bytes a member (docs/engine.md, session 24). Below
+ * BIG_MEMBERS the set stays dense, as W3 asks it to take no more than a
+ * HASH of its members, which the big loads broke at a few hundred. */
 #define SMALL_MAX_LOAD 0.92
 #define SMALL_BUILD_LOAD 0.85
 #define MAX_LOAD 0.9
@@ -261,20 +259,7 @@ static unsigned bucketEntries(const unsigned char *b) {
     return n;
 }
 
-/* --- Allocation --- */
-
-static void *alloc(hpset *s, size_t size) {
-    size_t usable;
-    void *p = zmalloc_usable(size, &usable);
-    s->bytes += usable;
-    return p;
-}
-
-static void release(hpset *s, void *p) {
-    if (!p) return;
-    s->bytes -= zmalloc_size(p);
-    zfree(p);
-}
+/* --- Segments: allocation (every byte counted in s->bytes) --- */
 
 /* The jemalloc size classes of whole lines a segment takes (four a
  * doubling, as jemalloc's), as home bucket counts. */
@@ -290,7 +275,7 @@ static const uint16_t seg_homes[] = {
 #endif
 
 static segment *segNew(hpset *s, unsigned homes, unsigned depth) {
-    segment *g = alloc(s, segBytes(homes));
+    segment *g = countedAlloc(&s->bytes, segBytes(homes));
     assert(((uintptr_t)g >> 48) == 0);
     memset(g, 0, segBytes(homes));
     g->homes = homes;
@@ -302,7 +287,7 @@ static segment *segNew(hpset *s, unsigned homes, unsigned depth) {
 
 static void segFree(hpset *s, segment *g) {
     s->segments--;
-    release(s, g);
+    countedFree(&s->bytes, g);
 }
 
 /* Entries a bucket holds when they are as large as the segment's are on
@@ -445,9 +430,9 @@ static void fillSlots(hpset *s, segment *g, uint64_t prefix) {
 static void doubleDir(hpset *s) {
     assert(s->depth < MAX_DEPTH);
     size_t n = (size_t)1 << s->depth;
-    uint64_t *dir = alloc(s, 2 * n * sizeof(*dir));
+    uint64_t *dir = countedAlloc(&s->bytes, 2 * n * sizeof(*dir));
     for (size_t i = 0; i < 2 * n; i++) dir[i] = s->dir[i >> 1];
-    release(s, s->dir);
+    countedFree(&s->bytes, s->dir);
     s->dir = dir;
     s->depth++;
     s->atDepth = 0;
@@ -456,9 +441,9 @@ static void doubleDir(hpset *s) {
 static void halveDirWhileShallow(hpset *s) {
     while (s->depth && !s->atDepth && !pages_shared) {
         size_t n = (size_t)1 << (s->depth - 1);
-        uint64_t *dir = alloc(s, n * sizeof(*dir));
+        uint64_t *dir = countedAlloc(&s->bytes, n * sizeof(*dir));
         for (size_t i = 0; i < n; i++) dir[i] = s->dir[2 * i];
-        release(s, s->dir);
+        countedFree(&s->bytes, s->dir);
         s->dir = dir;
         s->depth--;
         for (size_t i = 0; i < n; i += (size_t)1 << (s->depth - slotDepth(dir[i])))
@@ -634,7 +619,7 @@ hpset *hpsCreate(uint64_t expected) {
      * hash every member again at each doubling. */
     unsigned depth = 0;
     while (depth < 24 && (expected >> depth) > PRESIZE_ENTRIES) depth++;
-    s->dir = alloc(s, sizeof(*s->dir) << depth);
+    s->dir = countedAlloc(&s->bytes, sizeof(*s->dir) << depth);
     s->depth = depth;
     for (size_t i = 0; i < ((size_t)1 << depth); i++) s->dir[i] = slotFor(segNew(s, seg_homes[0], depth));
     s->atDepth = (uint64_t)1 << depth;
@@ -738,7 +723,7 @@ int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
         memcpy(e + ENTRY_HEAD, m, len);
     } else {
         assert(len <= UINT32_MAX);
-        unsigned char *p = alloc(s, sizeof(uint32_t) + len);
+        unsigned char *p = countedAlloc(&s->bytes, sizeof(uint32_t) + len);
         uint32_t l = (uint32_t)len;
         memcpy(p, &l, sizeof(l));
         memcpy(p + sizeof(l), m, len);
@@ -780,7 +765,7 @@ int hpsDeleteHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
     g->count--;
     g->used -= es;
     s->count--;
-    release(s, ool);
+    countedFree(&s->bytes, ool);
     shrink(s, slot);
     return 1;
 }

@@ -64,6 +64,7 @@
 
 #include <string.h>
 
+#include "countedalloc.h"
 #include "zmalloc.h"
 #include "serverassert.h"
 
@@ -136,29 +137,7 @@ static inline int64_t ibValue(uint64_t k) {
     return (int64_t)(k ^ (UINT64_C(1) << 63));
 }
 
-/* --- Allocation: every byte is counted in s->bytes --- */
-
-static void *trackedAlloc(ibset *s, size_t size) {
-    size_t usable;
-    void *p = zmalloc_usable(size, &usable);
-    s->bytes += usable;
-    return p;
-}
-
-static void trackedFree(ibset *s, void *p) {
-    if (!p) return;
-    s->bytes -= zmalloc_size(p);
-    zfree(p);
-}
-
-static void *trackedRealloc(ibset *s, void *p, size_t size, size_t *usable) {
-    size_t old = p ? zmalloc_size(p) : 0;
-    p = zrealloc_usable(p, size, usable);
-    s->bytes += *usable - old;
-    return p;
-}
-
-/* --- Blocks --- */
+/* --- Blocks (every allocation counted in s->bytes) --- */
 
 static inline unsigned widthEnc(uint64_t maxoff) {
     if (maxoff <= UINT8_MAX) return IB_ENC_W1;
@@ -290,7 +269,7 @@ static void blockDecode(const ibBlock *b, uint32_t n, uint64_t base, uint64_t *o
 static ibBlock *blockResize(ibset *s, ibBlock *b, size_t bytes) {
     if (b && bytes <= b->cap && 2 * (bytes + IB_BLOCK_HEADER) > (size_t)b->cap + IB_BLOCK_HEADER) return b;
     size_t usable;
-    b = trackedRealloc(s, b, IB_BLOCK_HEADER + bytes, &usable);
+    b = countedRealloc(&s->bytes, b, IB_BLOCK_HEADER + bytes, &usable);
     usable -= IB_BLOCK_HEADER;
     b->cap = usable > IB_BLOCK_DATA ? IB_BLOCK_DATA : (uint16_t)usable;
     return b;
@@ -348,7 +327,7 @@ static ibBlock *blockTryAdd(ibset *s, ibBlock *b, uint32_t n, uint64_t off, uint
 /* --- Pages and the top level --- */
 
 static ibPage *pageCreate(ibset *s) {
-    ibPage *pg = trackedAlloc(s, sizeof(ibPage));
+    ibPage *pg = countedAlloc(&s->bytes, sizeof(ibPage));
     pg->nblocks = 0;
     pg->count = 0;
     return pg;
@@ -359,9 +338,9 @@ static void topInsertPage(ibset *s, uint32_t p, ibPage *pg) {
     if (s->npages == s->pagecap) {
         uint32_t cap = s->pagecap ? s->pagecap * 2 : 4;
         size_t usable;
-        s->mins = trackedRealloc(s, s->mins, cap * sizeof(uint64_t), &usable);
-        s->pcounts = trackedRealloc(s, s->pcounts, cap * sizeof(uint64_t), &usable);
-        s->pages = trackedRealloc(s, s->pages, cap * sizeof(ibPage *), &usable);
+        s->mins = countedRealloc(&s->bytes, s->mins, cap * sizeof(uint64_t), &usable);
+        s->pcounts = countedRealloc(&s->bytes, s->pcounts, cap * sizeof(uint64_t), &usable);
+        s->pages = countedRealloc(&s->bytes, s->pages, cap * sizeof(ibPage *), &usable);
         s->pagecap = cap;
     }
     uint32_t tail = s->npages - p;
@@ -375,16 +354,16 @@ static void topInsertPage(ibset *s, uint32_t p, ibPage *pg) {
 }
 
 static void topRemovePage(ibset *s, uint32_t p) {
-    trackedFree(s, s->pages[p]);
+    countedFree(&s->bytes, s->pages[p]);
     uint32_t tail = s->npages - p - 1;
     memmove(s->mins + p, s->mins + p + 1, tail * sizeof(uint64_t));
     memmove(s->pcounts + p, s->pcounts + p + 1, tail * sizeof(uint64_t));
     memmove(s->pages + p, s->pages + p + 1, tail * sizeof(ibPage *));
     s->npages--;
     if (s->npages == 0) {
-        trackedFree(s, s->mins);
-        trackedFree(s, s->pcounts);
-        trackedFree(s, s->pages);
+        countedFree(&s->bytes, s->mins);
+        countedFree(&s->bytes, s->pcounts);
+        countedFree(&s->bytes, s->pages);
         s->mins = s->pcounts = NULL;
         s->pages = NULL;
         s->pagecap = 0;
@@ -443,7 +422,7 @@ static void pageInsertBlock(ibset *s, uint32_t p, uint32_t i, uint64_t base, ibB
 /* Removes block i of page p (its members already accounted for). */
 static void pageRemoveBlock(ibset *s, uint32_t p, uint32_t i) {
     ibPage *pg = s->pages[p];
-    trackedFree(s, pg->blocks[i]);
+    countedFree(&s->bytes, pg->blocks[i]);
     uint32_t tail = pg->nblocks - i - 1;
     memmove(pg->bases + i, pg->bases + i + 1, tail * sizeof(uint64_t));
     memmove(pg->blocks + i, pg->blocks + i + 1, tail * sizeof(ibBlock *));
@@ -538,9 +517,9 @@ static inline void prefetchRange(const void *p, size_t bytes) {
  * lone command between two system calls) has often let go, and the search
  * over its bases is a chain of loads, each on the last one's answer: so
  * the page's bases and block pointers are all asked for first, and their
- * misses overlap (SADD of a new member at pipeline 1 on 1M integers: 90 ns
- * a call in this function, 270 without). A block's allocation may end
- * before IB_BLOCK_BYTES, and prefetches past it are harmless. */
+ * misses overlap (docs/engine.md has what that saves). A block's
+ * allocation may end before IB_BLOCK_BYTES, and prefetches past it are
+ * harmless. */
 void ibsPrefetch(const ibset *s, int64_t v) {
     if (!s->npages) return;
     uint64_t k = ibKey(v);

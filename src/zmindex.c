@@ -69,6 +69,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "countedalloc.h"
 #include "serverassert.h"
 #include "zmalloc.h"
 
@@ -105,10 +106,9 @@
 /* A lone segment, the index of a set of up to a few thousand members, is
  * rebuilt fuller. There the index is a large share of the set's bytes and
  * the allocator's size classes are a quarter apart, so a rebuild to 85%
- * that spills just past one pays for a whole step: at 216 members, 2,608
- * bytes instead of 2,096, and the set 1.70x its listpack's bytes at 240
- * members (make bench-engine; 1.59x at worst with this). Its rebuilds
- * are small, so that they come more often costs little. */
+ * that spills just past one pays for a whole step (docs/engine.md has the
+ * figures). Its rebuilds are small, so that they come more often costs
+ * little. */
 #define ZMI_BUILD_LOAD_LONE_PCT 90
 
 /* Below this load a segment is rebuilt smaller, and two buddies that fit in
@@ -181,18 +181,6 @@ static uint32_t capForLoad(size_t count, uint32_t pct) {
 
 static uint32_t capFor(size_t count) { return capForLoad(count, ZMI_BUILD_LOAD_PCT); }
 
-static void *ixAlloc(zmi *ix, size_t size) {
-    size_t usable;
-    void *p = zmalloc_usable(size, &usable);
-    ix->bytes += usable;
-    return p;
-}
-
-static void ixFree(zmi *ix, void *p) {
-    ix->bytes -= zmalloc_size(p);
-    zfree(p);
-}
-
 /* --- Segments --- */
 
 /* Inserts in Robin Hood order: after the slots further from their homes
@@ -220,8 +208,7 @@ static void segInsert(segment *s, uint32_t h32, uint32_t id) {
  * many as its allocation holds, since they are paid for anyway. */
 static segment *segBuild(zmi *ix, uint8_t depth, uint32_t cap, const uint64_t *v, uint32_t n) {
     size_t usable;
-    segment *s = zmalloc_usable(sizeof(segment) + (size_t)cap * sizeof(uint64_t), &usable);
-    ix->bytes += usable;
+    segment *s = countedAllocUsable(&ix->bytes, sizeof(segment) + (size_t)cap * sizeof(uint64_t), &usable);
     size_t fits = (usable - sizeof(segment)) / sizeof(uint64_t);
     if (fits > cap && (fits <= ZMI_SEG_MAX_CAP || cap > ZMI_SEG_MAX_CAP)) cap = (uint32_t)fits;
     s->cap = cap;
@@ -262,9 +249,9 @@ static uint32_t dirFirst(const zmi *ix, const segment *s, uint32_t di) { return 
 
 static void dirDouble(zmi *ix) {
     uint32_t n = 1u << ix->depth;
-    dirEntry *dir = ixAlloc(ix, sizeof(dirEntry) * n * 2);
+    dirEntry *dir = countedAlloc(&ix->bytes, sizeof(dirEntry) * n * 2);
     for (uint32_t i = 0; i < n; i++) dir[2 * i] = dir[2 * i + 1] = ix->dir[i];
-    ixFree(ix, ix->dir);
+    countedFree(&ix->bytes, ix->dir);
     ix->dir = dir;
     ix->depth++;
 }
@@ -295,7 +282,7 @@ static void segResize(zmi *ix, uint32_t di, size_t count) {
         dirSet(ix, first + span / 2, span / 2, segBuild(ix, s->depth + 1, capFor(n - k), v + k, n - k));
     }
     zfree(v);
-    ixFree(ix, s);
+    countedFree(&ix->bytes, s);
 }
 
 /* Merges the segment at di with its buddy (same depth, last prefix bit
@@ -320,8 +307,8 @@ static void segMergeBuddy(zmi *ix, uint32_t di) {
     segment *m = segBuild(ix, s->depth - 1, capFor(n), v, n);
     dirSet(ix, first < buddyFirst ? first : buddyFirst, span * 2, m);
     zfree(v);
-    ixFree(ix, s);
-    ixFree(ix, b);
+    countedFree(&ix->bytes, s);
+    countedFree(&ix->bytes, b);
 }
 
 /* Position of the slot (h32, id) in s, or -1. */
@@ -353,7 +340,7 @@ zmi *zmiCreate(size_t expected) {
     ix->bytes = usable;
     ix->count = 0;
     ix->depth = 0;
-    ix->dir = ixAlloc(ix, sizeof(dirEntry));
+    ix->dir = countedAlloc(&ix->bytes, sizeof(dirEntry));
     /* Many segments from the start when the size is known (RDB load). */
     while (capFor(expected >> ix->depth) > ZMI_SEG_MAX_CAP / 2 && ix->depth < 16) dirDouble(ix);
     uint32_t n = 1u << ix->depth;

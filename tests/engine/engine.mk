@@ -12,11 +12,11 @@
 # serverassert.c and siphash.c.
 
 ENGINE_SRC := src/zbtree.c src/zmindex.c
-ENGINE_HDR := src/zbtree.h src/zmindex.h tests/engine/zbt_diff.h
+ENGINE_HDR := src/zbtree.h src/zmindex.h src/countedalloc.h tests/engine/zbt_diff.h
 IBSET_SRC := src/ibset.c
-IBSET_HDR := src/ibset.h tests/engine/ibs_diff.h
+IBSET_HDR := src/ibset.h src/countedalloc.h tests/engine/ibs_diff.h
 HPSET_SRC := src/hpset.c
-HPSET_HDR := src/hpset.h tests/engine/hps_diff.h
+HPSET_HDR := src/hpset.h src/countedalloc.h tests/engine/hps_diff.h
 # Six size classes (segments of at most 1 KiB): a few hundred members
 # split and merge segments, so the differential run checks both often.
 HPSET_SMALL := -DHPS_SEG_CLASSES=6
