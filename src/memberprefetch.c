@@ -47,6 +47,8 @@
 #include "server.h"
 #include "setpack.h"
 
+#include <ctype.h>
+
 typedef struct memberBatch {
     zbt *tree[ZBT_PREFETCH_MAX];
     const unsigned char *m[ZBT_PREFETCH_MAX];
@@ -66,9 +68,14 @@ static int batchFull(const memberBatch *b) {
     return b->n + b->sets + b->ints >= b->max;
 }
 
-/* ZADD's options before its first score. */
+/* ZADD's options before its first score. Every option is a word of two or
+ * four letters; a score is a number or "inf", so most arguments are told
+ * apart without comparing them to each option (W1 sends a score where an
+ * option may stand in every ZADD). */
 static int isZaddOption(sds a) {
     static const char *const options[] = {"nx", "xx", "gt", "lt", "ch", "incr"};
+    size_t len = sdslen(a);
+    if ((len != 2 && len != 4) || !isalpha((unsigned char)a[0])) return 0;
     for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
         if (!strcasecmp(a, options[i])) return 1;
     return 0;
