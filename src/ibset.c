@@ -337,10 +337,9 @@ static ibPage *pageCreate(ibset *s) {
 static void topInsertPage(ibset *s, uint32_t p, ibPage *pg) {
     if (s->npages == s->pagecap) {
         uint32_t cap = s->pagecap ? s->pagecap * 2 : 4;
-        size_t usable;
-        s->mins = countedRealloc(&s->bytes, s->mins, cap * sizeof(uint64_t), &usable);
-        s->pcounts = countedRealloc(&s->bytes, s->pcounts, cap * sizeof(uint64_t), &usable);
-        s->pages = countedRealloc(&s->bytes, s->pages, cap * sizeof(ibPage *), &usable);
+        s->mins = countedRealloc(&s->bytes, s->mins, cap * sizeof(uint64_t), NULL);
+        s->pcounts = countedRealloc(&s->bytes, s->pcounts, cap * sizeof(uint64_t), NULL);
+        s->pages = countedRealloc(&s->bytes, s->pages, cap * sizeof(ibPage *), NULL);
         s->pagecap = cap;
     }
     uint32_t tail = s->npages - p;
