@@ -52,9 +52,11 @@
  * Growth: a segment past its load (MAX_LOAD and its kin) is rebuilt a size
  * class larger (two from WIDE_HOMES on, in a big set), placing entries by
  * their stored tags (no member is read or hashed); past the largest class
- * it splits in two by hash bit d, the tags' top bit, and hashes its
- * members again only when no more bit is left (every fourth split;
- * upstream's hashtable rehashes every member each time it doubles). No
+ * it splits in two by hash bit d, the tags' top bit. Its members are
+ * hashed again only when no more bit is left: at the first growth after
+ * the split that used the last (while the segment holds fewest), else at
+ * the split that needs one (upstream's hashtable rehashes every member each
+ * time it doubles). No
  * step allocates more than two segments, so no insert stalls or adds more
  * than 16 KiB. Deletes rebuild a segment below MIN_LOAD smaller and merge
  * two buddies that fit in one: the merged tag is the prefix's last bit
@@ -526,6 +528,16 @@ static double loadOf(const segment *g) {
     return (double)g->count / ((double)g->homes * perBucket(g->count, g->used));
 }
 
+/* Works out v[0..n)'s more bits again from their members' hashes, at
+ * depth d. */
+static void rehashMore(moving *v, size_t n, unsigned d) {
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const unsigned char *m = entryMember(v[i].e, &len);
+        v[i].more = (uint8_t)moreOf(hpsHash(m, len), d);
+    }
+}
+
 /* Makes room for one more entry of es bytes in the segment at slot. */
 static void grow(hpset *s, size_t slot, size_t es) {
     segment *g = segAt(s, slot);
@@ -538,12 +550,18 @@ static void grow(hpset *s, size_t slot, size_t es) {
     if (next > SEG_SIZES) next = SEG_SIZES;
     segment *ng = NULL;
     size_t n = gather(g, v) - v;
-    if (next < SEG_SIZES) ng = build(s, v, n, g->depth, g->moreBits, next);
+    unsigned moreBits = g->moreBits;
+    if (!moreBits && next < SEG_SIZES) {
+        /* Its next split would hash every member; it holds fewer now. */
+        rehashMore(v, n, g->depth);
+        moreBits = MORE_BITS;
+    }
+    if (next < SEG_SIZES) ng = build(s, v, n, g->depth, moreBits, next);
     if (ng) {
         replaceSegment(s, slot, g, ng);
     } else {
         noteDepth(s, g, -1);
-        install(s, v, n, g->depth, g->moreBits, prefix, 1);
+        install(s, v, n, g->depth, moreBits, prefix, 1);
         segFree(s, g);
     }
     if (v != stackv) zfree(v);
