@@ -417,6 +417,21 @@ void zsetBtreeDismiss(robj *o, size_t size_hint) {
         zbtDismiss(objectGetVal(o), server.page_size, dismissMemory);
 }
 
+/* A big sorted set about to be saved by an RDB or AOF child: its member
+ * index goes back before the save instead of after it (the save walks the
+ * leaves and reads no index), so that while the child saves it, the
+ * server's writes to the index copy nothing. It is two fifths of a tree of
+ * short members, and every write that moves a member to another leaf
+ * re-points its slot. Gated as dismissObject is; not in a module's child,
+ * which may look members up after it serialized the key. */
+void zsetBtreeDismissIndexBeforeSave(robj *o) {
+    if (server.in_fork_child != CHILD_TYPE_RDB && server.in_fork_child != CHILD_TYPE_AOF) return;
+    if (server.thp_enabled || o->refcount != 1) return;
+#if defined(USE_JEMALLOC) && defined(__linux__)
+    zbtDismissIndex(objectGetVal(o), server.page_size, dismissMemory);
+#endif
+}
+
 /* DEBUG BTREE <key> [CHECK] and DEBUG HTSTATS-KEY of a big set: the tree's
  * figures (a walk of its leaves, as DEBUG LISTPACK walks a listpack), or
  * the check of every invariant of the tree and its index. */

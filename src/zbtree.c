@@ -2621,6 +2621,10 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     zmiDismiss(t->index, min, fn);
 }
 
+void zbtDismissIndex(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
+    zmiDismissSegments(t->index, min, fn);
+}
+
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
     zbt *moved = zbtDefragShell(t, fn);
     if (moved) t = moved;

@@ -175,6 +175,13 @@ uint32_t zbtDefragLeaves(zbt *t, uint32_t from, uint32_t count, void *(*fn)(void
  * has saved the tree hands their pages back (upstream's dismissObject). */
 void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size));
 
+/* The member index's segments alone, for a fork child about to save the
+ * tree: a walk in order reads no index, and the server's writes to the
+ * index while the save goes on (a ZINCRBY that moves a member re-points
+ * its slot) then copy nothing. A member looked up after it is not found;
+ * walks, ranks and ranges still work. zbtDismiss may follow. */
+void zbtDismissIndex(zbt *t, size_t min, void (*fn)(void *ptr, size_t size));
+
 /* Where the bytes of a tree go, for DEBUG and the benchmarks. */
 typedef struct zbtStats {
     size_t leaves, inners, height;

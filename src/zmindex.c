@@ -471,12 +471,18 @@ void zmiGetStats(const zmi *ix, zmiStats *st) {
     }
 }
 
-void zmiDismiss(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size)) {
+/* Spans come from the directory's copy of each segment's depth: a segment
+ * handed back earlier (zmiDismissSegments) reads as zeros. */
+void zmiDismissSegments(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size)) {
     uint32_t n = 1u << ix->depth;
-    for (uint32_t i = 0; i < n; i += dirSpan(ix, ix->dir[i].seg)) {
+    for (uint32_t i = 0; i < n; i += 1u << (ix->depth - ix->dir[i].depth)) {
         size_t size = zmalloc_size(ix->dir[i].seg);
         if (size >= min) fn(ix->dir[i].seg, size);
     }
+}
+
+void zmiDismiss(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size)) {
+    zmiDismissSegments(ix, min, fn);
     if (zmalloc_size(ix->dir) >= min) fn(ix->dir, zmalloc_size(ix->dir));
 }
 

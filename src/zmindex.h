@@ -49,6 +49,9 @@ void zmiSetPagesShared(int shared);
 /* Calls fn on each allocation of `min` bytes or more (segments, the
  * directory). */
 void zmiDismiss(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size));
+/* The segments alone. A lookup in segments handed back (read as zeros)
+ * finds nothing: the directory it starts from is kept. */
+void zmiDismissSegments(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size));
 
 /* Calls fn on each allocation; fn returns the new address or NULL if it did
  * not move the allocation (upstream's activeDefragAlloc contract). */

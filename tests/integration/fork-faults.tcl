@@ -127,6 +127,38 @@ start_server {tags {"fork" "faults"}} {
     }
 }
 
+# The child hands back a big set's member index before it saves the set
+# (its walk reads no index): writes that move members, and so re-point
+# their index slots, run while it saves, and the file must still hold the
+# set as it was at the fork.
+start_server {tags {"fork" "faults"}} {
+    test {BGSAVE under writes that move members: the file holds the set as at the fork} {
+        set n 2000000
+        assert_equal $n [r eval $::ff_gen_lua 1 big $n]
+        set before [r debug digest-value big]
+        set rd [valkey_deferring_client]
+        r bgsave
+        set during 0
+        while {[s rdb_bgsave_in_progress]} {
+            for {set i 0} {$i < 500} {incr i} {
+                $rd zadd big [expr {rand() * 1e6}] member:[expr {1 + int(rand() * $n)}]
+            }
+            for {set i 0} {$i < 500} {incr i} { $rd read }
+            incr during 500
+        }
+        $rd close
+        waitForBgsave r
+        assert_equal ok [s rdb_last_bgsave_status]
+        assert_morethan $during 0
+        assert {[r debug digest-value big] ne $before}
+        r debug reload nosave
+        assert_equal $before [r debug digest-value big]
+        assert_equal $n [r zcard big]
+        assert_equal {OK} [r debug btree big check]
+        puts "    $during member-moving writes ran during the save"
+    }
+}
+
 # Writes an AOF whose tail is cut in the middle of the last command, and
 # returns its folder and the digests of the sets before that command.
 proc ff_truncated_aof {} {

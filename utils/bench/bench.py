@@ -136,7 +136,7 @@ W7_CONNS = W5_CONNS
 W7_BULK_CONNS = 1
 # W8: the scenarios, and the targets its table judges ours by: ("ref", r) means
 # ours ≤ r × the reference's figure, ("value", v) ours' own figure ≤ v.
-W8_SCENARIOS = ("a", "b", "c")
+W8_SCENARIOS = ("a", "b", "c", "d")
 # The targets apply to the figures from rdb_last_cow_size and alike to those from the copied
 # bytes sampled in /proc (suffix _s).
 W8_TARGETS = {"W8.a.cow": ("ref", 1.1), "W8.b.frac": ("value", 0.8), "W8.b.peak": ("ref", 0.33),
@@ -150,6 +150,7 @@ W8_LABEL = {
     "a": lambda c: f"a: read-only, {human(c['w8_a'][0])} keys × {c['w8_a'][1]} members, ZSCORE pipelined",
     "b": lambda c: f"b: {human(c['w8_b'][0])} keys × {human(c['w8_b'][1])} members, ZINCRBY {c['w8_b_rate']:,}/s",
     "c": lambda c: f"c: one key of {human(c['w8_c_n'])} members, ZINCRBY pipelined",
+    "d": lambda c: f"d: one key of {human(c['w8_c_n'])} members, ZADD of new scores pipelined",
 }
 
 
@@ -1168,6 +1169,15 @@ class Bench:
                          seed=200 + rnd, limit=limit)
         self.w8_record("c", srv, rnd, r, keys=1, members=n, delay=0, rate=0, main=False, limit=limit)
 
+    def w8_d(self, srv, rnd):
+        """c's set, written as a leaderboard whose scores change: every ZADD gives a member a new
+        random score, so it moves in the order (c's ZINCRBY by 1 mostly keeps its place)."""
+        n = self.cfg["w8_c_n"]
+        self.zload(srv, "zadd1", key="z", n=n, pipeline=250_000, order="rand", mlen=0, seed=10)
+        r = self.w8_save(srv, 0, op="zadd", key="z", n=n, pipeline=W8_PIPELINE, warmup=W8_WARMUP,
+                         seed=300 + rnd)
+        self.w8_record("d", srv, rnd, r, keys=1, members=n, delay=0, rate=0)
+
     def w8_save(self, srv, delay, **opts):
         """One BGSAVE under the load opts (zload bgsave) with rdb-key-save-delay = delay µs per key;
         the RDB file is deleted afterwards."""
@@ -1741,7 +1751,8 @@ W_TEXT = {
           "a: keys `zk:{i}` of 200 members `m:{j}` with random scores, random `ZSCORE` at pipeline 64, "
           "closed loop. b: keys of 20,000 members, random `ZINCRBY zk:{i} 1 m:{j}` paced at 20,000/s. c: one "
           "key `z` of members `m:{i}` with random scores, random `ZINCRBY z 1 m:{i}` at pipeline 64, closed "
-          "loop (no delay: one key). used_memory is read just before the BGSAVE; used + copied is the largest "
+          "loop (no delay: one key). d: c's set, with `ZADD z <random score> m:{i}` instead, pipeline 64, closed "
+          "loop: every write moves its member in the order, as a leaderboard's score changes do. used_memory is read just before the BGSAVE; used + copied is the largest "
           "used_memory seen during the save plus the copied bytes. rdb_last_cow_size is the child's Private_Dirty "
           "as the child reads it every 1,024 keys (at most once a second) and at its end, after it has handed "
           "back (dismissObject) the pages of the keys it saved: pages copied and then handed back are not in "
