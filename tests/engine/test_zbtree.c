@@ -916,7 +916,8 @@ static void test_dismiss_index_before_save(void **state) {
     zbtGetStats(t, &st);
     memset(&dismissLog, 0, sizeof(dismissLog));
     zbtDismissIndex(t, 4096, zeroDismissed);
-    if (dismissLog.bytes < st.indexBytes * 9 / 10) fail_msg("dismissed %zu of %zu index bytes", dismissLog.bytes, st.indexBytes);
+    if (dismissLog.bytes < st.indexBytes * 9 / 10)
+        fail_msg("dismissed %zu of %zu index bytes", dismissLog.bytes, st.indexBytes);
 
     /* The save's walk: every entry, greatest first. */
     zbtCursor c;
