@@ -171,6 +171,9 @@ static inline uint32_t dirIndex(const zmi *ix, uint32_t h32) {
 }
 
 static inline uint32_t dirSpan(const zmi *ix, const segment *s) { return 1u << (ix->depth - s->depth); }
+/* The same from directory entry i's copy of the depth, which holds while
+ * the segment itself reads as zeros (handed back: zmiDismissSegments). */
+static inline uint32_t dirSpanAt(const zmi *ix, uint32_t i) { return 1u << (ix->depth - ix->dir[i].depth); }
 
 /* Slots for a segment of `count` entries loaded about `pct` percent
  * (segBuild adds what fills the allocation's size class). */
@@ -471,11 +474,9 @@ void zmiGetStats(const zmi *ix, zmiStats *st) {
     }
 }
 
-/* Spans come from the directory's copy of each segment's depth: a segment
- * handed back earlier (zmiDismissSegments) reads as zeros. */
 void zmiDismissSegments(zmi *ix, size_t min, void (*fn)(void *ptr, size_t size)) {
     uint32_t n = 1u << ix->depth;
-    for (uint32_t i = 0; i < n; i += 1u << (ix->depth - ix->dir[i].depth)) {
+    for (uint32_t i = 0; i < n; i += dirSpanAt(ix, i)) {
         size_t size = zmalloc_size(ix->dir[i].seg);
         if (size >= min) fn(ix->dir[i].seg, size);
     }
