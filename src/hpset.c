@@ -108,9 +108,9 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define SEG_MIN_BYTES 384
 /* Segments of up to 16 KiB keep the directory small enough to stay in the
  * cache more often: a quarter of the slots that 8 KiB segments need, at
- * the same memory; 32 KiB gained nothing more (docs/engine.md, session
- * 25). A slot holds home counts below 1024, and past 256 homes
- * (tag * homes / 256) some would get no tag. */
+ * the same memory; 32 KiB gained nothing more (docs/engine.md, part 3:
+ * SEG_MAX_HOMES, 09e0638). A slot holds home counts below 1024, and past
+ * 256 homes (tag * homes / 256) some would get no tag. */
 #define SEG_MAX_HOMES 126 /* The last of seg_homes: 16 KiB. */
 #define SEG_MAX_BUCKETS (SEG_MAX_HOMES + EXTRA)
 #define SEG_MAX_BYTES (BUCKET * (1 + SEG_MAX_BUCKETS))
@@ -123,9 +123,9 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
  * BIG_MEMBERS or more less again (BIG_), because a fuller segment overflows
  * more buckets, and a lookup or insert whose home is overflowed reads the
  * next bucket too: at the big loads half as many buckets overflow, for
- * about three more bytes a member (docs/engine.md, session 24). Below
- * BIG_MEMBERS the set stays dense, as W3 asks it to take no more than a
- * HASH of its members, which the big loads broke at a few hundred. */
+ * about three more bytes a member (docs/engine.md, part 3: BIG_MAX_LOAD,
+ * 45d059d). Below BIG_MEMBERS the set stays dense, as W3 asks it to take no
+ * more than a HASH of its members, which the big loads broke at a few hundred. */
 #define SMALL_MAX_LOAD 0.92
 #define SMALL_BUILD_LOAD 0.85
 #define MAX_LOAD 0.9
