@@ -2,12 +2,15 @@
 # The assembled tree: upstream's source with our patches and files, under build/.
 #
 #   build/valkey/     the tree we build and test: a git repository whose
-#                     first commit (tag `upstream`) is the pristine tarball
-#                     and whose second (tag `debian`) adds Debian's security
-#                     patches. Our patches/ sit on top as uncommitted edits,
-#                     and our own files from src/ and tests/ are symlinked in
-#                     at the same paths.
-#   build/upstream/   the reference: a checkout of tag `debian`, unpatched.
+#                     first commit (tag `upstream`) is the pristine tarball,
+#                     whose second (tag `debian`) adds Debian's security
+#                     patches, and whose third (tag `base`) adds our fixes of
+#                     upstream's advisories (patches/security/) that neither
+#                     that release nor Debian carries. Our patches/ sit on
+#                     top as uncommitted edits, and our own files from src/
+#                     and tests/ are symlinked in at the same paths.
+#   build/upstream/   the reference: a checkout of tag `base`, without our
+#                     other patches.
 #   build/applied/    a copy of each patch as it was last applied, so that
 #                     an edit made in build/valkey can be told apart from a
 #                     patch that changed in the repo.
@@ -16,7 +19,9 @@
 # change to src/t_zset.c. Text before the first `diff --git` line is the
 # patch's header (what and why) and is kept when the diff is re-exported.
 #
-# Subcommands: assemble | check | export | upstream | link-programs
+# Subcommands: assemble | check | export | upstream | link-programs | security
+# (which fix of each advisory the tree holds) | security-carrier (the choice
+# for a given release and Debian patches, for the tests)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +33,13 @@ APPLIED=$BUILD/applied
 # The upstream version being built: the pinned one, or the later release
 # deps/fetch.sh took when Debian no longer serves it (set by assemble).
 UPSTREAM_VERSION=$VALKEY_VERSION
-BASE=debian
+# The commit our patches/ are diffs against. A tree assembled before tag
+# `base` existed has its patches against `debian`.
+BASE=base
+if [ -d "$TREE/.git" ] && ! git -C "$TREE" rev-parse -q --verify refs/tags/base >/dev/null; then
+    BASE=debian
+fi
+SECURITY=$ROOT/patches/security
 OVERLAY_DIRS="src tests"
 PROGRAMS="valkey-server valkey-cli valkey-benchmark valkey-check-rdb valkey-check-aof valkey-sentinel"
 
@@ -55,7 +66,7 @@ tree_diff() {
 patch_body() { [ -f "$1" ] && sed -n '/^diff --git /,$p' "$1" || true; }
 patch_header() { sed '/^diff --git /,$d' "$1"; }
 
-patch_files() { (cd "$ROOT/patches" && find . -name '*.diff' -type f | sed 's|^\./||' | sort); }
+patch_files() { (cd "$ROOT/patches" && find . -path ./security -prune -o -name '*.diff' -type f -print | sed 's|^\./||' | sort); }
 applied_files() { [ -d "$APPLIED" ] && (cd "$APPLIED" && find . -name '*.diff' -type f | sed 's|^\./||' | sort) || true; }
 edited_files() { in_tree -c core.quotepath=off diff --name-only --no-renames "$BASE" | sort; }
 
@@ -86,11 +97,84 @@ stray_files() {
 # a later release of the series when Debian no longer serves the pinned one.
 fetched_source() { "$ROOT/deps/fetch.sh"; }
 
-# Names the source a tree was assembled from; a different one re-assembles.
-source_id() { echo "$1 $(basename "$2") $(basename "$3")"; }
+# Names the source a tree was assembled from, our security patches
+# included; a different one re-assembles.
+source_id() {
+    local fixes=none
+    if [ -n "$(security_patches)" ]; then
+        fixes=$(cd "$SECURITY" && security_patches | xargs cat | sha256sum | cut -c1-16)
+    fi
+    echo "$1 $(basename "$2") $(basename "$3") security:$fixes"
+}
+
+# --- Our fixes of upstream's advisories (patches/security/) ---
+#
+# One diff an advisory, named after it, with a header that says what the
+# flaw is and how it is fixed, and three fields that decide whether it is
+# applied:
+#   Advisory: GHSA-...            upstream's advisory
+#   Aliases: CVE-...              its other names, once published (may be empty)
+#   Fixed-upstream-in: 9.1.3      the first release of the series with upstream's fix
+# Ours steps aside when the upstream being built is that release or later,
+# or when one of Debian's security patches taken names the advisory or an
+# alias (in its file name or its text): then upstream's own fix is in.
+
+security_patches() { [ -d "$SECURITY" ] && (cd "$SECURITY" && find . -name '*.diff' -type f | sed 's|^\./||' | sort) || true; }
+header_field() { patch_header "$1" | sed -n "s/^$2:[[:space:]]*//p" | head -1; }
+
+# Whether version $1 is $2 or later.
+version_at_least() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$2" ]; }
+
+# Which fix of advisory patch $1 is in upstream $2 with Debian's patches $4
+# (names, from folder $3): prints "upstream ..." or "debian ...", or nothing
+# when ours is needed.
+upstream_carries() {
+    local patch=$1 version=$2 dir=$3 taken=$4 fixed id p
+    fixed=$(header_field "$patch" Fixed-upstream-in)
+    if [ -n "$fixed" ] && version_at_least "$version" "$fixed"; then
+        echo "upstream's own fix (upstream $version; fixed in $fixed)"
+        return
+    fi
+    for id in $(header_field "$patch" Advisory) $(header_field "$patch" Aliases); do
+        for p in $taken; do
+            if case "$p" in *"$id"*) true ;; *) false ;; esac || grep -qiF -- "$id" "$dir/$p"; then
+                echo "upstream's own fix (Debian's $p)"
+                return
+            fi
+        done
+    done
+}
+
+# Applies to tree $1 (upstream $2, Debian's patches $4 from folder $3) each
+# security patch of ours that upstream does not carry, and records in
+# .git/fork-security which fix of each advisory the tree holds.
+apply_security() {
+    local tree=$1 version=$2 dir=$3 taken=$4 rel patch advisory carrier
+    : >"$tree/.git/fork-security"
+    for rel in $(security_patches); do
+        patch=$SECURITY/$rel
+        advisory=$(header_field "$patch" Advisory)
+        [ -n "$advisory" ] || die "patches/security/$rel: its header names no Advisory"
+        carrier=$(upstream_carries "$patch" "$version" "$dir" "$taken")
+        if [ -z "$carrier" ]; then
+            patch_body "$patch" | git -C "$tree" apply --whitespace=nowarn - ||
+                die "patches/security/$rel does not apply to upstream $version with Debian's patches.
+  If this upstream carries the fix under a name its header does not list, add it to Aliases
+  (or set Fixed-upstream-in); otherwise refresh the patch."
+            carrier="ours (patches/security/$rel)"
+        fi
+        echo "$advisory: $carrier" >>"$tree/.git/fork-security"
+    done
+}
+
+# Says which fix of each advisory the tree holds; make prints it every build.
+report_security() {
+    [ -s "$TREE/.git/fork-security" ] || return 0
+    sed 's/^/Security fix in use: /' "$TREE/.git/fork-security" >&2
+}
 
 create_tree() {
-    local version=$1 orig=$2 deb=$3 new=$BUILD/valkey.new debsrc=$BUILD/valkey.new/.debian-src taken=""
+    local version=$1 orig=$2 deb=$3 new=$BUILD/valkey.new debsrc=$BUILD/valkey.debian-src taken=""
     rm -rf "$new"
     mkdir -p "$new"
     # .tar.gz or .tar.xz, as Debian ships it.
@@ -100,6 +184,7 @@ create_tree() {
     commit_in "$new" -m "Valkey $version, pristine ($(basename "$orig"))"
     git -C "$new" tag upstream
 
+    rm -rf "$debsrc"
     mkdir -p "$debsrc"
     tar -xf "$deb" -C "$debsrc"
     while read -r p; do
@@ -116,12 +201,19 @@ create_tree() {
             esac
         done
     done <"$debsrc/debian/patches/series"
-    rm -rf "$debsrc"
     git -C "$new" add -A -f .
     commit_in "$new" --allow-empty -m "Debian security patches from $(basename "$deb")" -m "Applied:$taken"
-    git -C "$new" tag "$BASE"
-    source_id "$version" "$orig" "$deb" >"$new/.git/fork-source"
+    git -C "$new" tag debian
     echo "Assembled upstream $version with Debian's security patches:${taken:- none in $(basename "$deb")}" >&2
+
+    apply_security "$new" "$version" "$debsrc/debian/patches" "$taken"
+    rm -rf "$debsrc"
+    git -C "$new" add -A -f .
+    commit_in "$new" --allow-empty -m "Fixes of upstream's advisories from patches/security/" \
+        -m "$(cat "$new/.git/fork-security" | grep . || echo "No advisory patches.")"
+    git -C "$new" tag base
+    BASE=base
+    source_id "$version" "$orig" "$deb" >"$new/.git/fork-source"
 
     rm -rf "$TREE" "$APPLIED"
     mv "$new" "$TREE"
@@ -221,6 +313,7 @@ assemble() {
     [ -d "$TREE/.git" ] || create_tree "$version" "$orig" "$deb"
     sync_patches
     sync_overlay
+    report_security
 }
 
 # --- The patch workflow ---
@@ -290,7 +383,7 @@ upstream() {
         rm -rf "$REF"
         git clone -q --no-checkout "$TREE" "$REF"
         git -C "$REF" checkout -q "$want"
-        echo "Reference tree: build/upstream at upstream $version with Debian's security patches." >&2
+        echo "Reference tree: build/upstream at upstream $version with Debian's security patches and ours." >&2
     fi
 }
 
@@ -314,7 +407,20 @@ check)
     echo "${out:-patches/ and build/valkey agree.}"
     ;;
 export) export_patches ;;
+security) report_security 2>&1 ;;
+# Which fix of patches/security/ADVISORY.diff a tree of upstream VERSION with
+# Debian's patches FILE... would hold (tests/unit/fork-build.tcl asks).
+security-carrier)
+    [ $# -ge 3 ] || die "usage: $0 security-carrier ADVISORY.diff VERSION [DEBIAN-PATCH ...]"
+    name=$2 version=$3
+    shift 3
+    dir=$(mktemp -d)
+    for f in "$@"; do cp "$f" "$dir/"; done
+    carrier=$(upstream_carries "$SECURITY/$name" "$version" "$dir" "$(for f in "$@"; do basename "$f"; done)")
+    rm -rf "$dir"
+    echo "${carrier:-ours (patches/security/$name)}"
+    ;;
 upstream) upstream ;;
 link-programs) link_programs ;;
-*) die "usage: $0 assemble|check|export|upstream|link-programs" ;;
+*) die "usage: $0 assemble|check|export|upstream|link-programs|security|security-carrier" ;;
 esac
