@@ -36,7 +36,7 @@
  * Invariants: a member has exactly one stored form (the first alphabet, in
  * the order above, that holds all its characters, when packing it saves
  * bytes and it is at most SPK_MAX_CHARS long; else the member itself), so
- * two members are equal exactly when their stored forms are, and a tree
+ * two members are equal exactly when their stored forms are, and a set
  * compares and hashes stored forms without decoding them.
  */
 

@@ -189,7 +189,7 @@ bench-engine: $(ENGINE_OUT)/bench_zbtree
 
 # The memory targets alone, in the tests: bytes come from the allocator and
 # the inputs from a fixed seed, so the figures are exact and a change that
-# costs memory fails here (one had missed a target unnoticed for a session,
+# costs memory fails here (one had missed a target unnoticed for a while,
 # as nothing ran the benchmark).
 test-engine-memory: $(ENGINE_OUT)/bench_zbtree
 	BENCH_MEMORY_ONLY=1 $(ENGINE_OUT)/bench_zbtree
