@@ -79,6 +79,7 @@ test-modules: all test-deps
 # resolve), then the tests that touch sorted sets most.
 SAN := build/san
 SAN_TESTS := unit/type/zset unit/type/set unit/type/fork-set unit/type/fork-zprefetch unit/geo unit/sort unit/dump unit/scan unit/keyspace \
+	unit/expire unit/fork-keyttl \
 	unit/cluster/fork-pubsub-bus \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load

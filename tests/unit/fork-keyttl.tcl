@@ -1,0 +1,203 @@
+# A key's expire time in a 4-byte field where src/keyttl.c can encode it
+# (issue #45): what a user sees stays upstream's, and the field is smaller.
+#
+# - Memory: a 13-byte key with a 16-byte value takes 48 bytes with no TTL
+#   and with a TTL of a day (upstream: 56, its 8-byte field crossing a size
+#   class), and 56 with a time that takes the 8-byte form.
+# - Four tags hold four generations: times in four windows far apart take
+#   short fields, a fifth takes the long form, and every PEXPIRETIME is
+#   exact. A key whose short field cannot hold its new time moves to a long
+#   one; active expiry still finds it (the expires table follows the move).
+# - PEXPIREAT's whole range, the past included.
+# - DEBUG RELOAD, DUMP/RESTORE ABSTTL and an AOF rewrite keep every time.
+# - With the reference build (`make upstream`): an RDB saved by either
+#   server, with short and long fields, starts the other with the same
+#   times and the same digest.
+
+source tests/helpers/fork-reference.tcl
+
+set ::kt_day 86400000
+
+# Times of the fields the tests make: within a day of now (short), in four
+# windows 20 days apart (each takes its own tag), and a fifth window.
+proc kt_window_time {i} {
+    expr {[clock milliseconds] + $i * 20 * $::kt_day + 3600000}
+}
+
+# Every key's PEXPIRETIME, as a dict.
+proc kt_times {{level 0}} {
+    set times {}
+    foreach k [lsort [r $level keys *]] {
+        dict set times $k [r $level pexpiretime $k]
+    }
+    return $times
+}
+
+# A mix of keys: most with a time within days, some with none, some far
+# off, a few at each edge of PEXPIREAT's range that a live key can hold.
+proc kt_fill {n {level 0}} {
+    set now [clock milliseconds]
+    for {set i 0} {$i < $n} {incr i} {
+        set v [string repeat [format %c [expr {97 + $i % 26}]] [expr {$i % 90}]]
+        switch [expr {$i % 7}] {
+            0 { r $level set k:$i $v }
+            1 { r $level set k:$i $v PXAT [expr {$now + $::kt_day * 400 + $i}] }
+            2 { r $level set k:$i $v PXAT [expr {$now + $::kt_day * 60 + $i}] }
+            default { r $level set k:$i $v PXAT [expr {$now + 1000000 + $i * 997}] }
+        }
+    }
+    r $level set k:max v
+    r $level pexpireat k:max 9223372036854775807
+    r $level set k:int 12345 PXAT [expr {$now + $::kt_day}]
+    r $level hset k:hash f v
+    r $level pexpireat k:hash [expr {$now + 2 * $::kt_day}]
+}
+
+start_server {tags {"fork" "expire"}} {
+    test {A TTL of a day costs a 13-byte key with a 16-byte value nothing (4-byte field)} {
+        r flushall
+        set v [string repeat x 16]
+        r set KEY:12345678 $v
+        r set KEY:12345679 $v EX 86400
+        assert_equal 48 [r memory usage KEY:12345678]
+        assert_equal 48 [r memory usage KEY:12345679]
+        # The allocation's slack became a field: EXPIRE takes it in place.
+        r expire KEY:12345678 3600
+        assert_equal 48 [r memory usage KEY:12345678]
+        assert_range [r ttl KEY:12345678] 3590 3600
+        r persist KEY:12345678
+        assert_equal -1 [r ttl KEY:12345678]
+        assert_equal $v [r get KEY:12345679]
+    }
+
+    test {Four windows take the four tags, a fifth takes the long form; every time is exact} {
+        r flushall
+        set v [string repeat x 16]
+        set want {}
+        for {set i 0} {$i < 5} {incr i} {
+            set t [kt_window_time $i]
+            r set KEY:1234567$i $v PXAT $t
+            dict set want KEY:1234567$i $t
+        }
+        for {set i 0} {$i < 4} {incr i} {
+            assert_equal 48 [r memory usage KEY:1234567$i]
+        }
+        assert_equal 56 [r memory usage KEY:12345674]
+        dict for {k t} $want {
+            assert_equal $t [r pexpiretime $k]
+            assert_equal $v [r get $k]
+        }
+        # One window's last key goes: its tag is free for the fifth.
+        r del KEY:12345672
+        r set KEY:12345675 $v PXAT [expr {[dict get $want KEY:12345674] + 1}]
+        assert_equal 48 [r memory usage KEY:12345675]
+        dict unset want KEY:12345672
+        dict set want KEY:12345675 [expr {[dict get $want KEY:12345674] + 1}]
+        dict for {k t} $want {
+            assert_equal $t [r pexpiretime $k]
+        }
+    }
+
+    test {A short field that cannot hold the new time moves to a long one, and still expires} {
+        r flushall
+        set v [string repeat y 16]
+        for {set i 0} {$i < 4} {incr i} {
+            r set hold:$i $v PXAT [kt_window_time $i]
+        }
+        r set KEY:moving $v EX 86400
+        assert_equal 48 [r memory usage KEY:moving]
+        # A fifth window: no tag holds it and none is free.
+        set far [kt_window_time 4]
+        assert_equal 1 [r pexpireat KEY:moving $far]
+        assert_equal $far [r pexpiretime KEY:moving]
+        assert_equal 56 [r memory usage KEY:moving]
+        assert_equal $v [r get KEY:moving]
+        assert_equal 5 [r dbsize]
+        # Now near: the long field takes it in place, and active expiry
+        # reaches the moved object through the expires table.
+        r pexpire KEY:moving 50
+        wait_for_condition 100 50 {
+            [r exists KEY:moving] == 0
+        } else {
+            fail "the moved key did not expire"
+        }
+        assert_equal 4 [r dbsize]
+        assert_equal 4 [scan [regexp -inline {expires=\d+} [r info keyspace]] expires=%d]
+    }
+
+    test {PEXPIREAT's whole range} {
+        r flushall
+        r set k v
+        assert_equal 1 [r pexpireat k 9223372036854775807]
+        assert_equal 9223372036854775807 [r pexpiretime k]
+        assert_equal 1 [r pexpireat k 4611686018427387903]
+        assert_equal 4611686018427387903 [r pexpiretime k]
+        assert_equal 1 [r pexpireat k 4611686018427387904]
+        assert_equal 4611686018427387904 [r pexpiretime k]
+        # The past deletes the key, as upstream.
+        assert_equal 1 [r pexpireat k 0]
+        assert_equal 0 [r exists k]
+        r set k v
+        assert_equal 1 [r pexpireat k -9223372036854775808]
+        assert_equal 0 [r exists k]
+        r set k v PXAT 1
+        assert_equal 0 [r exists k]
+    }
+
+    test {DEBUG RELOAD, DUMP/RESTORE ABSTTL and an AOF rewrite keep every time} {
+        r flushall
+        kt_fill 3000
+        set before [kt_times]
+        set digest [r debug digest]
+        r debug reload
+        assert_equal $before [kt_times]
+        assert_equal $digest [r debug digest]
+
+        foreach k {k:1 k:2 k:3 k:4 k:max k:int k:hash} {
+            set payload [r dump $k]
+            set t [r pexpiretime $k]
+            r restore $k $t $payload REPLACE ABSTTL
+            assert_equal $t [r pexpiretime $k]
+        }
+
+        r config set appendonly yes
+        waitForBgrewriteaof r
+        r bgrewriteaof
+        waitForBgrewriteaof r
+        r debug loadaof
+        assert_equal $before [kt_times]
+        assert_equal $digest [r debug digest]
+        r config set appendonly no
+    } {OK} {needs:debug}
+}
+
+if {![fork_reference_present {"fork" "expire" "compat"}]} return
+
+# Copies the RDB file the server at `level` saves into a new directory.
+proc kt_save_to_dir {level} {
+    r $level save
+    set src [file join [lindex [r $level config get dir] 1] [lindex [r $level config get dbfilename] 1]]
+    set dir [tmpdir keyttl-rdb]
+    file copy -force $src [file join $dir dump.rdb]
+    return $dir
+}
+
+foreach {from to} {fork reference reference fork} {
+    fork_server $from {tags {"fork" "expire" "compat"}} {
+        test "Volatile keys saved by the $from start the $to with the same times and digest" {
+            r flushall
+            # Four windows held first, so that some fields take the long form.
+            for {set i 0} {$i < 4} {incr i} {
+                r set hold:$i v PXAT [kt_window_time $i]
+            }
+            kt_fill 5000
+            set times [kt_times]
+            set digest [r debug digest]
+            set dir [kt_save_to_dir 0]
+            fork_server $to [list overrides [list dir $dir]] {
+                assert_equal $times [kt_times]
+                assert_equal $digest [r debug digest]
+            }
+        }
+    }
+}
