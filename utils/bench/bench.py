@@ -45,6 +45,7 @@ SIZES = {
     "quick": dict(
         w1_n=2_000_000, w1_sample=100_000, w1_pipeline=250_000, w1_pairs=3,
         w2_n=500_000, w2_cluster=False,
+        w6_n=1_000_000,
         w3_n=10_000, w3_rounds=1,
         w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
         w4_one_n=500_000,
@@ -57,6 +58,7 @@ SIZES = {
     "full": dict(
         w1_n=50_000_000, w1_sample=1_000_000, w1_pipeline=250_000, w1_pairs=3,
         w2_n=10_000_000, w2_cluster=True,
+        w6_n=10_000_000,
         w3_n=10_000, w3_rounds=3,
         w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
         w4_one_n=5_000_000,
@@ -70,6 +72,7 @@ SIZES = {
     "smoke": dict(
         w1_n=200_000, w1_sample=50_000, w1_pipeline=250_000, w1_pairs=2,
         w2_n=20_000, w2_cluster=True,
+        w6_n=20_000,
         w3_n=300, w3_rounds=2,
         w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
         w4_one_n=20_000,
@@ -81,7 +84,7 @@ SIZES = {
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
-PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
+PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w6_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
                  w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000, w7_stall_n=50_000_000)
 
 W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
@@ -108,6 +111,13 @@ W5_CONNS = 50
 W3_TARGETS = {"W3.set_over_hash": ("value", 1.0), "W3.set.atN": ("ref", 0.6), "W3.set.jump": ("value", 16384)}
 # W7: big sets. Shapes (zload --shape), each in its own key: a, distinct random integers below
 # 10^8; b, the integers 0 … N−1; c, distinct random 24-character lowercase strings.
+# W6: short English texts, the quotes of Debian's fortunes packages (fortunes-min and fortunes,
+# installed by utils/install-deps.sh bench) with their white space folded, 20 to 140 bytes
+# (about 9,000 distinct, 74 bytes on average); keys KEY:<n>, n spread over 0 … 10^9.
+W6_CORPUS = Path("/usr/share/games/fortunes")
+W6_TEXT_LEN = (20, 140)
+W6_TTL = 86400
+W6_TARGETS = {"W6.ttl_cost": ("value", 4.0), "W6.ex.bpo": ("ref", 0.87)}
 W7_SHAPES = [("int", "a"), ("seq", "b"), ("str", "c")]
 W7_SHAPE_TEXT = {"int": "distinct random integers below 10^8", "seq": "consecutive integers from 0",
                  "str": "distinct random 24-character strings"}
@@ -384,6 +394,7 @@ UNITS = {
     "bytes": (lambda v: f"{v / 1e6:,.1f}", "MB"),
     "B/member": (lambda v: f"{v:,.1f}", "B/member"),
     "B/key": (lambda v: f"{v:,.1f}", "B/key"),
+    "B/object": (lambda v: f"{v:,.1f}", "B/object"),
     "B": (lambda v: f"{v:,.0f}", "B"),
     "ops/s": (lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}", "ops/s"),
     "members/s": (lambda v: f"{v:,.0f}", "members/s"),
@@ -656,15 +667,19 @@ class Bench:
     def w2(self):
         c = self.cfg
         n = c["w2_n"]
-        modes = [("standalone", False)] + ([("cluster", True)] if c["w2_cluster"] else [])
+        # standalone_ex: the same keys and values, each with a TTL (issue #45), as the same
+        # command valkey-benchmark's `-t set` sends with EX 86400 after it.
+        per_key = {}
+        modes = [("standalone", False), ("standalone_ex", False)] + ([("cluster", True)] if c["w2_cluster"] else [])
         for mode, cluster in modes:
             for spec in self.servers:
                 with self.server(spec, cluster=cluster) as srv:
                     base = srv.used_memory()
                     # Not --cluster: that mode puts a random slot tag into every key, so nearly every
                     # request makes a new key. The one node owns all slots and takes the plain keys.
-                    argv = [self.tool, "-h", "127.0.0.1", "-p", srv.port, "-t", "set", "-n", n, "-r", n,
-                            "-d", 16, "--seed", 1, "-q"]
+                    argv = [self.tool, "-h", "127.0.0.1", "-p", srv.port, "-n", n, "-r", n, "--seed", 1, "-q"]
+                    argv += (["SET", "key:__rand_int__", "x" * 16, "EX", 86400] if mode.endswith("_ex")
+                             else ["-t", "set", "-d", 16])
                     t0 = time.time()
                     p = subprocess.run(self.client(argv), capture_output=True, text=True, timeout=7200)
                     if p.returncode != 0 or not srv.alive():
@@ -682,6 +697,81 @@ class Bench:
                 add("bpk", "bytes per key ((used_memory − empty) / keys)", "B/key", "lower", (used - base) / keys)
                 log(f"  W2 {mode} {spec.name}: {keys:,} keys, used_memory {used / 1e6:,.1f} MB "
                     f"({(used - base) / keys:.1f} B/key), load {took:.1f} s")
+                per_key[(spec.name, mode)] = (used - base) / keys
+        for spec in self.servers:
+            self.add("W2.ttl_cost", "W2", "standalone: a TTL, `EX 86400` on every key minus without", "B/key",
+                     "lower", spec.name, 1, per_key[(spec.name, "standalone_ex")] - per_key[(spec.name, "standalone")],
+                     target=("value", 4.0))
+
+    # -- W6: short texts, with and without a TTL
+
+    @staticmethod
+    def w6_texts():
+        texts = set()
+        for f in sorted(W6_CORPUS.iterdir()) if W6_CORPUS.is_dir() else ():
+            if "." in f.name or not f.is_file():
+                continue
+            for q in f.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
+                t = " ".join(q.split())
+                if W6_TEXT_LEN[0] <= len(t.encode()) <= W6_TEXT_LEN[1]:
+                    texts.add(t)
+        if len(texts) < 1000:
+            die(f"W6 needs the fortunes corpus in {W6_CORPUS} (utils/install-deps.sh bench installs it)")
+        return sorted(texts)
+
+    def w6_stream(self, path, n, texts, ttl):
+        """Writes the load as RESP, once for every server: SET KEY:<k> <text> [EX ttl], k = i × 2654435761
+        mod 10^9 (distinct for i < 10^9), texts taken in a fixed scattered order."""
+        tail = f"$2\r\nEX\r\n${len(str(ttl))}\r\n{ttl}\r\n".encode() if ttl else b""
+        head = b"*5\r\n$3\r\nSET\r\n" if ttl else b"*3\r\n$3\r\nSET\r\n"
+        enc = [t.encode() for t in texts]
+        vals = [b"$%d\r\n%s\r\n" % (len(t), t) for t in enc]
+        with open(path, "wb") as f:
+            buf = []
+            for i in range(n):
+                k = b"KEY:%d" % (i * 2654435761 % 1_000_000_000)
+                buf.append(head + b"$%d\r\n%s\r\n" % (len(k), k) + vals[(i * 7919) % len(vals)] + tail)
+                if len(buf) == 100_000:
+                    f.write(b"".join(buf))
+                    buf = []
+            f.write(b"".join(buf))
+        return sum(len(enc[(i * 7919) % len(enc)]) for i in range(min(n, 1_000_000))) / min(n, 1_000_000)
+
+    def w6(self):
+        n = self.cfg["w6_n"]
+        texts = self.w6_texts()
+        cli = BUILD / "valkey" / "src" / "valkey-cli"
+        per_key = {}
+        for mode, ttl in (("plain", 0), ("ex", W6_TTL)):
+            path = self.out / f"w6_{mode}.resp"
+            avg = self.w6_stream(path, n, texts, ttl)
+            for spec in self.servers:
+                with self.server(spec) as srv:
+                    base = srv.used_memory()
+                    t0 = time.time()
+                    with open(path, "rb") as f:
+                        p = subprocess.run(self.client([cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"]),
+                                           stdin=f, capture_output=True, text=True, timeout=7200)
+                    if p.returncode != 0 or not srv.alive():
+                        die(f"W6 load failed against {spec.name}: {p.stderr.strip()} {p.stdout[-500:]}")
+                    took = time.time() - t0
+                    srv.settle()
+                    cl = srv.conn()
+                    keys = cl("DBSIZE")
+                    used = info_num(cl.info("memory"), "used_memory")
+                    cl.close()
+                bpo = (used - base) / keys
+                per_key[(spec.name, mode)] = bpo
+                label = f"`SET k v EX {W6_TTL}`" if ttl else "`SET k v`"
+                self.add(f"W6.{mode}.bpo", "W6", f"{label}: bytes per object ((used_memory − empty) / keys)",
+                         "B/object", "lower", spec.name, 1, bpo, target=W6_TARGETS.get(f"W6.{mode}.bpo"))
+                log(f"  W6 {mode} {spec.name}: {keys:,} keys, texts {avg:.1f} B on average, used_memory "
+                    f"{used / 1e6:,.1f} MB ({bpo:.1f} B/object), load {took:.1f} s")
+            path.unlink()
+        for spec in self.servers:
+            self.add("W6.ttl_cost", "W6", f"a TTL: `EX {W6_TTL}` minus without, per key", "B/key", "lower",
+                     spec.name, 1, per_key[(spec.name, "ex")] - per_key[(spec.name, "plain")],
+                     target=W6_TARGETS["W6.ttl_cost"])
 
     # -- W3: SET vs HASH vs ZSET, MEMORY USAGE after every insert
 
@@ -1305,7 +1395,7 @@ class Bench:
         if not self.pin:
             log("warning: fewer than 2 CPUs; server and client are not pinned")
         for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5),
-                      ("W7", self.w7), ("W8", self.w8)):
+                      ("W6", self.w6), ("W7", self.w7), ("W8", self.w8)):
             if not self.wanted(w):
                 continue
             busy = cpu_busy()
@@ -1439,7 +1529,7 @@ class Bench:
         charts = self.charts()
         md = self.markdown(charts, docs=False)
         (self.out / "results.md").write_text(md)
-        for w in ("W1", "W2", "W3", "W4", "W5", "W7", "W8"):
+        for w in ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"):
             if any(f.workload == w for f in self.results.figures.values()):
                 log("\n" + self.workload_table(w))
         if self.w8_sweep_table():
@@ -1603,6 +1693,7 @@ class Bench:
                          ("W3", "W3 — SET vs HASH vs ZSET of 24-byte strings"),
                          ("W4", "W4 — many sorted sets of 10–200 members"),
                          ("W5", "W5 — operations on one sorted set of 1M members"),
+                         ("W6", "W6 — short texts, with and without a TTL"),
                          ("W7", "W7 — big sets"),
                          ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write")):
             if not any(f.workload == w for f in self.results.figures.values()):
@@ -1646,6 +1737,7 @@ class Bench:
                  + ("standalone and single-node cluster" if c["w2_cluster"] else "standalone only")
                  + scaled(c["w2_n"], PUBLISHED["w2_n"]))
         L.append(f"- W3: {c['w3_n']:,} inserts per type")
+        L.append(f"- W6: {c['w6_n']:,} keys, without and with a TTL" + scaled(c["w6_n"], PUBLISHED["w6_n"]))
         k = c["w4_keys"]
         L.append(f"- W4: {k['listpack']:,} keys (listpack profile) and {k['big']:,} keys (big profile), one ZADD "
                  f"each; ZRANGEBYSCORE for {c['w4_query_s']:g} s from {W4_CONNS} connections; one key of "
@@ -1689,7 +1781,7 @@ HEADLINES = [
     "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
     "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
     "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
-    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W6.ex.bpo", "W6.ttl_cost", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
     "W7.int.sismember.16.ops", "W7.str.sismember.16.ops", "W7.int.sintercard.1.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
     "W8.c.peak", "W8.c.peak_s",
 ]
@@ -1700,6 +1792,11 @@ W_TEXT = {
           "Valkey 8.1 3.77 GB at 50M (≈ 75 bytes per member), 8.0 4.83 GB.",
     "W2": "`valkey-benchmark -t set -n N -r N -d 16` (≈ 63% of N distinct keys, 16-byte values). "
           "Published (cluster mode, 6,318,941 keys): Valkey 8.0 550.56 MB (≈ 91 bytes per key).",
+    "W6": "`SET KEY:<n> <text>` and, on a fresh server, `SET KEY:<n> <text> EX 86400`, sent with "
+          "`valkey-cli --pipe`; n spread over 0 … 10^9, the texts the quotes of Debian's fortunes packages "
+          "(20–140 bytes, ≈ 74 on average). Published (Memcarrot's membench, Sentiment140 tweets with a TTL): "
+          "Redis 7.2.5 ≈ 202 B/object, Memcached ≈ 164, Memcarrot ≈ 51. Targets (issue #45): a TTL costs "
+          "≤ 4 B/key, and `EX` ≤ 0.87× the reference's bytes per object.",
     "W3": "Random 24-character lowercase strings added one at a time to a SET (`SADD`), as fields of a "
           "HASH (`HSET key field 1`) and to sorted sets (`ZADD key 1 member`, and with random scores); "
           "`MEMORY USAGE key SAMPLES 0` after each insert. Published (old Redis, 1,000 entries): SET 32,920 "
