@@ -171,6 +171,157 @@ start_server {tags {"fork" "expire"}} {
     } {OK} {needs:debug}
 }
 
+# Without upstream's expires table (src/vkeys.c): the volatile keys are
+# counted per slot and found through the keyspace, by a mark per bucket.
+# `DEBUG VOLATILE-CHECK` checks every count and mark against the keys.
+
+# A key's count in INFO keyspace's expires= (0 for a db not listed).
+proc kt_info_expires {db} {
+    set line [regexp -inline "db$db:keys=\\d+,expires=\\d+" [r info keyspace]]
+    if {$line eq ""} { return 0 }
+    scan [lindex [split [lindex $line 0] ,] 1] expires=%d n
+    return $n
+}
+
+# The volatile keys of the selected db, counted by TTL.
+proc kt_count_volatile {} {
+    set n 0
+    foreach k [r keys *] {
+        if {[r pttl $k] >= 0} { incr n }
+    }
+    return $n
+}
+
+start_server {tags {"fork" "expire"}} {
+    test {Every path that gives or takes a TTL keeps the counts and marks exact} {
+        r flushall
+        set ops {set setex psetex expire pexpireat persist del unlink rename move copy getex getdel restore hash}
+        for {set i 0} {$i < 6000} {incr i} {
+            set k k:[randomInt 500]
+            set k2 k:[randomInt 500]
+            switch [lindex $ops [randomInt [llength $ops]]] {
+                set { if {[randomInt 2]} { r set $k v } else { r set $k v KEEPTTL } }
+                setex { r setex $k [expr {100 + [randomInt 100000]}] v }
+                psetex { r set $k v PX [expr {100000 + [randomInt 100000000]}] }
+                expire { r expire $k [expr {100 + [randomInt 1000000]}] }
+                pexpireat { r pexpireat $k [expr {[clock milliseconds] + 100000 + [randomInt 5000000000]}] }
+                persist { r persist $k }
+                del { r del $k }
+                unlink { r unlink $k }
+                rename { catch {r rename $k $k2} }
+                move { r select 10; r del $k; r select 9; r move $k 10 }
+                copy { catch {r copy $k $k2 REPLACE} }
+                getex { catch {r getex $k PERSIST}; catch {r getex $k EX 1000} }
+                getdel { catch {r getdel $k} }
+                restore {
+                    if {[r exists $k]} {
+                        set payload [r dump $k]
+                        r restore $k2 [expr {[randomInt 2] ? 0 : 500000}] $payload REPLACE
+                    }
+                }
+                hash { r del $k; r hset $k f v; r expire $k 9999 }
+            }
+            if {$i % 1000 == 999} {
+                assert_equal OK [r debug volatile-check]
+                assert_equal [kt_count_volatile] [kt_info_expires 9]
+            }
+        }
+        r select 10
+        set in10 [kt_count_volatile]
+        r select 9
+        assert_equal $in10 [kt_info_expires 10]
+        r swapdb 9 10
+        assert_equal OK [r debug volatile-check]
+        assert_equal $in10 [kt_count_volatile]
+        r swapdb 9 10
+        r debug reload
+        assert_equal OK [r debug volatile-check]
+        assert_equal [kt_count_volatile] [kt_info_expires 9]
+        r flushall async
+        assert_equal OK [r debug volatile-check]
+        assert_equal 0 [kt_info_expires 9]
+    } {} {needs:debug}
+
+    test {Active expiry finds a few volatile keys among many persistent ones} {
+        r flushall
+        r debug populate 200000 persistent 10
+        for {set i 0} {$i < 2000} {incr i} {
+            r psetex v:$i [expr {100 + [randomInt 300]}] x
+        }
+        assert_equal 2000 [kt_info_expires 9]
+        wait_for_condition 100 100 {
+            [kt_info_expires 9] == 0
+        } else {
+            fail "volatile keys were not reclaimed: [kt_info_expires 9] left"
+        }
+        assert_equal 200000 [r dbsize]
+        assert_equal OK [r debug volatile-check]
+        # The last volatile key gone, its slot keeps no marks.
+        assert_match {*volatile keys: 0, in 0 slots, marks of 0 bytes*} [r debug htstats 9]
+    } {} {needs:debug}
+
+    test {Volatile eviction evicts only volatile keys} {
+        foreach policy {volatile-lru volatile-lfu volatile-ttl volatile-random} {
+            r flushall
+            r config set maxmemory 0
+            r debug populate 20000 persistent 100
+            for {set i 0} {$i < 20000} {incr i} {
+                r set v:$i [string repeat x 100] EX [expr {1000 + $i}]
+            }
+            set used [s used_memory]
+            r config set maxmemory-policy $policy
+            r config set maxmemory [expr {$used - 1000000}]
+            r set trigger x
+            wait_for_condition 50 100 {
+                [s used_memory] <= [expr {$used - 1000000 + 100000}]
+            } else {
+                fail "$policy did not evict"
+            }
+            assert_equal 20000 [llength [r keys persistent:*]]
+            assert {[llength [r keys v:*]] < 20000}
+            if {$policy eq "volatile-ttl"} {
+                # The soonest TTLs go first: the early keys are the ones missing.
+                assert {[r exists v:0] == 0 || [r exists v:19999] == 1}
+            }
+            assert_equal OK [r debug volatile-check]
+            r config set maxmemory 0
+        }
+        r config set maxmemory-policy noeviction
+    } {OK} {needs:debug}
+}
+
+start_cluster 1 0 {tags {"fork" "expire" "cluster"}} {
+    test {Cluster: volatile keys counted per slot, expired and evicted across slots} {
+        for {set i 0} {$i < 3000} {incr i} {
+            r set p:$i x
+            r psetex v:$i [expr {200 + [randomInt 300]}] x
+            r set w:$i x EX 100000
+        }
+        assert_equal OK [r debug volatile-check]
+        assert_equal 6000 [kt_info_expires 0]
+        wait_for_condition 100 100 {
+            [kt_info_expires 0] == 3000
+        } else {
+            fail "volatile keys across slots were not reclaimed"
+        }
+        assert_equal 6000 [r dbsize]
+        assert_equal OK [r debug volatile-check]
+        set used [s used_memory]
+        r config set maxmemory-policy volatile-random
+        r config set maxmemory [expr {$used - 100000}]
+        r set trigger x
+        wait_for_condition 50 100 {
+            [kt_info_expires 0] < 3000
+        } else {
+            fail "volatile-random did not evict in cluster mode"
+        }
+        assert_equal 3000 [llength [r keys p:*]]
+        assert_equal OK [r debug volatile-check]
+        r config set maxmemory 0
+        r config set maxmemory-policy noeviction
+    } {OK} {needs:debug}
+}
+
 if {![fork_reference_present {"fork" "expire" "compat"}]} return
 
 # Copies the RDB file the server at `level` saves into a new directory.
