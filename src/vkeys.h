@@ -16,7 +16,10 @@
 
 typedef struct vkeys vkeys;
 
-vkeys *vkeysCreate(int num_slots_bits);
+/* Whether an entry of the keyspace has an expire time. */
+typedef bool vkeysEntryIsVolatile(const void *entry);
+
+vkeys *vkeysCreate(int num_slots_bits, vkeysEntryIsVolatile *is_volatile);
 void vkeysEmpty(vkeys *vk);
 void vkeysRelease(vkeys *vk);
 
@@ -51,5 +54,6 @@ unsigned vkeysSampleEntries(vkeys *vk, kvstore *keys, int didx, void **dst, unsi
 bool vkeysRandomEntry(vkeys *vk, kvstore *keys, int didx, void **found);
 
 const char *vkeysCheck(vkeys *vk, kvstore *keys);
+size_t vkeysSetMarks(vkeys *vk, int didx);
 
 #endif
