@@ -72,6 +72,15 @@
 # reply (in the churn stream, wait for each BGREWRITEAOF to end before
 # DEBUG LOADAOF).
 #
+# The `ttl` stream adds every expire command to the default mix (issue
+# #45: a key's expire field of 4 bytes, no expires table): EXPIREAT,
+# PEXPIREAT with NX/XX/GT/LT, SET and GETEX with EXAT/PXAT/KEEPTTL/PERSIST,
+# PERSIST, EXPIRETIME and PEXPIRETIME compared exactly, TTL and PTTL within
+# two seconds (the servers read their clocks apart), EXPIRE and PEXPIRE with
+# times in the past. Every time set is absolute (days to weeks ahead, from a
+# base fixed per stream), so DEBUG DIGEST, which mixes the times in, is
+# compared exactly too; the final check compares each key's PEXPIRETIME.
+#
 # A fixed case asserts upstream's answer to a negative LIMIT offset on a
 # sorted set past its listpack, which the streams found the fork answering
 # differently (rd_negative_offset_case).
@@ -1091,6 +1100,60 @@ proc rd_g_keys {} {
     list [list x $cmd]
 }
 
+# Expire commands (the `ttl` stream). Times are absolute and days ahead of
+# the stream's base, or in the past; none falls due while the stream runs.
+proc rd_when {} { expr {$::rd_t0 + (1 + [rd_rnd 40]) * 86400000 + [rd_rnd 86400000]} }
+proc rd_ttl_cond {} { if {[rd_chance 40]} { list [rd_kw [rd_pick {NX XX GT LT}]] } }
+proc rd_g_expire {} {
+    set k [rd_anykey]
+    switch [rd_rnd 12] {
+        0 - 1 - 2 { set cmd [concat [list PEXPIREAT $k [rd_when]] [rd_ttl_cond]] }
+        3 { set cmd [concat [list EXPIREAT $k [expr {[rd_when] / 1000}]] [rd_ttl_cond]] }
+        4 { set cmd [list PERSIST $k] }
+        5 { set cmd [list [rd_pick {EXPIRETIME PEXPIRETIME}] $k] }
+        6 - 7 {
+            set opts [rd_pick [list [list PXAT [rd_when]] [list EXAT [expr {[rd_when] / 1000}]] KEEPTTL {}]]
+            if {[rd_chance 20]} { lappend opts [rd_pick {NX XX GET}] }
+            set cmd [concat [list SET [rd_key d] v:[rd_rnd 1000]] $opts]
+        }
+        8 {
+            set opts [rd_pick [list [list PXAT [rd_when]] [list EXAT [expr {[rd_when] / 1000}]] PERSIST {}]]
+            set cmd [concat [list GETEX [rd_fkey {d 80 c 10 z 10}]] $opts]
+        }
+        9 { return [list [list p rd_check_ttl [list [rd_pick {TTL PTTL}] $k]]] }
+        10 - 11 {
+            if {($::rd_big && $k in $::rd_bigkeys) || $k eq "c:str"} { set k d:1 }
+            set cmd [rd_pick [list [list EXPIRE $k [expr {-[rd_rnd 100]}]] [list PEXPIRE $k 0] \
+                [list PEXPIREAT $k [rd_rnd 100000]] [list SET $k v PX 1 XX] [list EXPIREAT $k 1]]]
+            if {[lindex $cmd 0] eq "SET"} { return [list [list p rd_check_past $cmd $k]] }
+        }
+    }
+    list [list x $cmd]
+}
+
+# TTL / PTTL: -2 and -1 exactly, a time left within two seconds.
+proc rd_check_ttl {cmd} {
+    rd_flush
+    lassign [rd_both $cmd] rr ro
+    set a [rd_plain $rr]
+    set b [rd_plain $ro]
+    set slack [expr {[lindex $cmd 0] eq "PTTL" ? 2000 : 2}]
+    if {[rd_iserr $rr] || [rd_iserr $ro] || $a < 0 || $b < 0 ? $rr ne $ro : abs($a - $b) > $slack} {
+        rd_fail "TTLs differ" $cmd $rr $ro
+    }
+    incr ::rd_stats(rd_check_ttl)
+}
+
+# SET ... PX 1 XX: the key is due a millisecond later on both servers;
+# compared once it is gone from both (lazily, on the EXISTS).
+proc rd_check_past {cmd k} {
+    rd_flush
+    rd_both_exact $cmd
+    after 3
+    rd_both_exact [list EXISTS $k]
+    incr ::rd_stats(rd_check_past)
+}
+
 # Emptying a key by the commands that can: the key is gone afterwards.
 proc rd_g_empty {} {
     set k [rd_fkey {z 50 x 15 g 10 s 25}]
@@ -1398,6 +1461,7 @@ proc rd_check_all {} {
         rd_fail "KEYS differ" {KEYS *} [list * [lmap k $keys {list $ $k}]] [list * [lmap k $okeys {list $ $k}]]
     }
     foreach k $keys {
+        rd_both_exact [list PEXPIRETIME $k]
         switch [rd_plain [rd_both_exact [list TYPE $k]]] {
             zset {
                 rd_both_exact [list ZRANGE $k 0 -1 WITHSCORES]
@@ -1473,6 +1537,9 @@ proc rd_run_stream {name seed proto nops profile} {
     array unset ::rd_stats
     foreach k {x s l same err} { set ::rd_stats($k) 0 }
     rd_seed $seed
+    # The base of the ttl stream's absolute times: this hour, so that both
+    # servers get the same arguments.
+    set ::rd_t0 [expr {[clock milliseconds] / 3600000 * 3600000}]
     set ::rd_pool [rd_make_pool 400]
     set start [clock milliseconds]
     set ::rd_fdr [rd_open [srv -1 host] [srv -1 port] $proto]
@@ -1499,6 +1566,10 @@ proc rd_run_stream {name seed proto nops profile} {
             big {
                 rd_setup_big
                 set table [string map {"zaddbulk 8" "zaddbulk 3" "reload 1" "reload 2"} $table]
+            }
+            ttl {
+                set table [concat [string map {"dump 6" "dump 15" "reload 1" "reload 3" "aof 0" "aof 1"} $table] \
+                    {expire 120}]
             }
         }
         rd_exec [list x [list SET c:str hello]]
@@ -1591,6 +1662,7 @@ set ::rd_streams {
     small       2 15000 small
     churn       2 10000 churn
     big         2 8000  big
+    ttl         2 8000  ttl
 }
 set ::rd_scale [expr {[info exists ::env(REPLYDIFF_SCALE)] ? $::env(REPLYDIFF_SCALE) : ($::accurate ? 5 : 1)}]
 set ::rd_baseseed [expr {[info exists ::env(REPLYDIFF_SEED)] ? $::env(REPLYDIFF_SEED) : 91200}]
