@@ -108,6 +108,101 @@ start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync alway
     }
 }
 
+# Volatile keys (issue #45: a 4-byte expire field where the time fits one
+# of src/keyttl.c's windows, an 8-byte one elsewhere, no expires table).
+# Times are absolute and a day to years ahead (none falls due during a
+# test), so that PEXPIRETIME after the restart names the write that set it;
+# PERSIST gives -1.
+proc ff_ttl_when {} {
+    expr {[randomInt 3] ? $::ff_t0 + (1 + [randomInt 20]) * 86400000 + [randomInt 86400000]
+                        : $::ff_t0 + (100 + [randomInt 2000]) * 86400000}
+}
+start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync always}} {
+    test {appendfsync always: SIGKILL during a write load of TTLs loses no acknowledged write} {
+        set ::ff_t0 [clock milliseconds]
+        set rd [valkey_deferring_client]
+        array unset rec
+        set acked 0
+        set unacked 0
+        exec sh -c "sleep 1; kill -9 [srv 0 pid]" &
+        set alive 1
+        while {$alive} {
+            if {$acked > 1000000} { fail "the server was not killed" }
+            set chunk {}
+            for {set i 0} {$i < 50} {incr i} {
+                set key tk:[randomInt 3000]
+                switch [randomInt 4] {
+                    0 { set when -1; set cmd [list persist $key] }
+                    1 { set when [ff_ttl_when]; set cmd [list pexpireat $key $when] }
+                    default { set when [ff_ttl_when]; set cmd [list set $key v PXAT $when] }
+                }
+                if {[catch {$rd {*}$cmd}]} break
+                lappend chunk $key $when [lindex $cmd 0]
+            }
+            foreach {key when op} $chunk {
+                if {$alive && [catch {$rd read} reply]} { set alive 0 }
+                if {$alive} {
+                    # PERSIST and PEXPIREAT on a missing key change nothing.
+                    if {$op eq "set" || $reply == 1} { set rec($key) [list $when] }
+                    incr acked
+                } else {
+                    if {![info exists rec($key)]} { set rec($key) -2 }
+                    lappend rec($key) $when
+                    incr unacked
+                }
+            }
+        }
+        catch {$rd close}
+        restart_server 0 true false
+        wait_done_loading r
+        foreach key [array names rec] {
+            set t [r pexpiretime $key]
+            if {[lsearch -exact $rec($key) $t] < 0} { fail "$key expires at $t; acknowledged writes allow only $rec($key)" }
+        }
+        assert {$unacked > 0}
+        assert_equal OK [r debug volatile-check]
+        puts "    AOF always, TTLs: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size rec] keys verified"
+    }
+}
+
+start_server {tags {"fork" "faults"}} {
+    test {BGSAVE under TTL writes: the file holds the times as at the fork} {
+        set ::ff_t0 [clock milliseconds]
+        r debug populate 100000 tk 20
+        set rd [valkey_deferring_client]
+        for {set i 0} {$i < 100000} {incr i} { $rd pexpireat tk:$i [ff_ttl_when] }
+        for {set i 0} {$i < 100000} {incr i} { $rd read }
+        $rd close
+        set before [r debug digest]
+        r config set rdb-key-save-delay 10
+        set rd [valkey_deferring_client]
+        r bgsave
+        set during 0
+        while {[s rdb_bgsave_in_progress]} {
+            for {set i 0} {$i < 200} {incr i} {
+                set key tk:[randomInt 100000]
+                switch [randomInt 3] {
+                    0 { $rd persist $key }
+                    1 { $rd pexpireat $key [ff_ttl_when] }
+                    2 { $rd set $key v PXAT [ff_ttl_when] }
+                }
+            }
+            for {set i 0} {$i < 200} {incr i} { $rd read }
+            incr during 200
+        }
+        $rd close
+        r config set rdb-key-save-delay 0
+        waitForBgsave r
+        assert_equal ok [s rdb_last_bgsave_status]
+        assert_morethan $during 0
+        assert {[r debug digest] ne $before}
+        r debug reload nosave
+        assert_equal $before [r debug digest]
+        assert_equal OK [r debug volatile-check]
+        puts "    $during TTL writes ran during the save"
+    }
+}
+
 start_server {tags {"fork" "faults"}} {
     test "BGSAVE of a $::ff_big-member sorted set, restart: DEBUG DIGEST-VALUE identical" {
         assert_equal $::ff_big [r eval $::ff_gen_lua 1 big $::ff_big]
