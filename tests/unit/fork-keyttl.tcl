@@ -183,6 +183,13 @@ proc kt_info_expires {db} {
     return $n
 }
 
+proc kt_info_expires_at {level db} {
+    set line [regexp -inline "db$db:keys=\\d+,expires=\\d+" [r $level info keyspace]]
+    if {$line eq ""} { return 0 }
+    scan [lindex [split [lindex $line 0] ,] 1] expires=%d n
+    return $n
+}
+
 # The volatile keys of the selected db, counted by TTL.
 proc kt_count_volatile {} {
     set n 0
@@ -350,6 +357,53 @@ foreach {from to} {fork reference reference fork} {
             fork_server $to [list overrides [list dir $dir]] {
                 assert_equal $times [kt_times]
                 assert_equal $digest [r debug digest]
+            }
+        }
+    }
+}
+
+# Replication both ways with TTL writes during the initial sync (one way
+# through a file on disk, the other diskless): the replica holds the same
+# times and digest, and, having no expiry of its own, keeps every key the
+# primary keeps.
+proc kt_random_ttl_write {level} {
+    set k k:[randomInt 5000]
+    switch [randomInt 4] {
+        0 { r $level persist $k }
+        1 { r $level pexpireat $k [expr {[clock milliseconds] + $::kt_day * (1 + [randomInt 400])}] }
+        default { r $level set $k [randomInt 1000] PXAT [expr {[clock milliseconds] + $::kt_day * (1 + [randomInt 30])}] }
+    }
+}
+foreach {primary replica diskless} {reference fork no  fork reference yes} {
+    fork_server $primary {tags {"fork" "expire" "compat" "repl"}} {
+        r flushall
+        for {set i 0} {$i < 4} {incr i} {
+            r set hold:$i v PXAT [kt_window_time $i]
+        }
+        kt_fill 5000
+        r config set repl-diskless-sync $diskless
+        r config set rdb-key-save-delay 200
+        fork_server $replica {} {
+            if {$diskless} { r config set repl-diskless-load swapdb }
+            test "Replication of volatile keys from the $primary primary to the $replica replica, TTL writes during the sync" {
+                r replicaof [srv -1 host] [srv -1 port]
+                wait_for_condition 500 20 {
+                    [s master_sync_in_progress] == 1 || [s master_link_status] eq "up"
+                } else {
+                    fail "The replica did not start syncing"
+                }
+                set during 0
+                while {![string match {*slave0:*state=online*} [r -1 info replication]]} {
+                    for {set i 0} {$i < 20} {incr i} { kt_random_ttl_write -1 }
+                    incr during 20
+                    if {$during > 200000} { fail "The initial sync did not finish" }
+                }
+                r -1 config set rdb-key-save-delay 0
+                for {set i 0} {$i < 2000} {incr i} { kt_random_ttl_write -1 }
+                wait_for_ofs_sync [srv -1 client] [srv 0 client]
+                assert_equal [kt_times -1] [kt_times 0]
+                assert_equal [r -1 debug digest] [r debug digest]
+                assert_equal [kt_info_expires_at -1 9] [kt_info_expires_at 0 9]
             }
         }
     }
