@@ -553,6 +553,22 @@ class Bench:
     def client(self, argv):
         return (["taskset", "-c", CLIENT_CPU] if self.pin else []) + [str(a) for a in argv]
 
+    def load_and_count(self, srv, spec, argv, what, stdin=None):
+        """Runs a load client against srv (stdin from a file if given); returns its seconds, then
+        DBSIZE and used_memory once no table rehashes."""
+        t0 = time.time()
+        with open(stdin, "rb") if stdin else contextlib.nullcontext() as f:
+            p = subprocess.run(self.client(argv), stdin=f, capture_output=True, text=True, timeout=7200)
+        if p.returncode != 0 or not srv.alive():
+            die(f"{what} failed against {spec.name}: {p.stderr.strip()} {p.stdout[-500:]}")
+        took = time.time() - t0
+        srv.settle()
+        cl = srv.conn()
+        keys = cl("DBSIZE")
+        used = info_num(cl.info("memory"), "used_memory")
+        cl.close()
+        return took, keys, used
+
     def zload(self, srv, mode, **opts):
         return self.zload_many([(srv, mode, opts)])[0]
 
@@ -680,16 +696,7 @@ class Bench:
                     argv = [self.tool, "-h", "127.0.0.1", "-p", srv.port, "-n", n, "-r", n, "--seed", 1, "-q"]
                     argv += (["SET", "key:__rand_int__", "x" * 16, "EX", 86400] if mode.endswith("_ex")
                              else ["-t", "set", "-d", 16])
-                    t0 = time.time()
-                    p = subprocess.run(self.client(argv), capture_output=True, text=True, timeout=7200)
-                    if p.returncode != 0 or not srv.alive():
-                        die(f"valkey-benchmark failed against {spec.name}: {p.stderr.strip()} {p.stdout[-500:]}")
-                    took = time.time() - t0
-                    srv.settle()
-                    cl = srv.conn()
-                    keys = cl("DBSIZE")
-                    used = info_num(cl.info("memory"), "used_memory")
-                    cl.close()
+                    took, keys, used = self.load_and_count(srv, spec, argv, "valkey-benchmark")
                 add = lambda k, label, unit, better, v: self.add(
                     f"W2.{mode}.{k}", "W2", f"{mode}: {label}", unit, better, spec.name, 1, v)
                 add("keys", "keys (DBSIZE)", "count", "info", keys)
@@ -748,18 +755,8 @@ class Bench:
             for spec in self.servers:
                 with self.server(spec) as srv:
                     base = srv.used_memory()
-                    t0 = time.time()
-                    with open(path, "rb") as f:
-                        p = subprocess.run(self.client([cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"]),
-                                           stdin=f, capture_output=True, text=True, timeout=7200)
-                    if p.returncode != 0 or not srv.alive():
-                        die(f"W6 load failed against {spec.name}: {p.stderr.strip()} {p.stdout[-500:]}")
-                    took = time.time() - t0
-                    srv.settle()
-                    cl = srv.conn()
-                    keys = cl("DBSIZE")
-                    used = info_num(cl.info("memory"), "used_memory")
-                    cl.close()
+                    took, keys, used = self.load_and_count(
+                        srv, spec, [cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"], "W6 load", stdin=path)
                 bpo = (used - base) / keys
                 per_key[(spec.name, mode)] = bpo
                 label = f"`SET k v EX {W6_TTL}`" if ttl else "`SET k v`"
