@@ -184,20 +184,15 @@ start_server {tags {"fork" "expire"}} {
 # counted per slot and found through the keyspace, by a mark per bucket.
 # `DEBUG VOLATILE-CHECK` checks every count and mark against the keys.
 
-# A key's count in INFO keyspace's expires= (0 for a db not listed).
-proc kt_info_expires {db} {
-    set line [regexp -inline "db$db:keys=\\d+,expires=\\d+" [r info keyspace]]
-    if {$line eq ""} { return 0 }
-    scan [lindex [split [lindex $line 0] ,] 1] expires=%d n
-    return $n
-}
-
+# INFO keyspace's expires= of a db (0 for a db not listed), on the server
+# at `level`.
 proc kt_info_expires_at {level db} {
     set line [regexp -inline "db$db:keys=\\d+,expires=\\d+" [r $level info keyspace]]
     if {$line eq ""} { return 0 }
     scan [lindex [split [lindex $line 0] ,] 1] expires=%d n
     return $n
 }
+proc kt_info_expires {db} { kt_info_expires_at 0 $db }
 
 # The volatile keys of the selected db, counted by TTL.
 proc kt_count_volatile {} {
