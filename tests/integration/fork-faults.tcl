@@ -59,50 +59,68 @@ proc ff_need_reference {} {
     if {![file executable $::ff_reference]} { fail "run make upstream" }
 }
 
-start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync always}} {
-    test {appendfsync always: SIGKILL during a sorted-set write load loses no acknowledged write} {
-        # Twenty sets, members from a pool of 400 so most pass the listpack
-        # limit; ZADD and ZREM pipelined in chunks of 50, replies read after
-        # each chunk, until a SIGKILL sent from outside a second into the
-        # load cuts the server off in the middle of a chunk.
-        set rd [valkey_deferring_client]
-        array unset rec
-        set acked 0
-        set unacked 0
-        exec sh -c "sleep 1; kill -9 [srv 0 pid]" &
-        set alive 1
-        while {$alive} {
-            if {$acked > 1000000} { fail "the server was not killed" }
-            set chunk {}
-            for {set i 0} {$i < 50} {incr i} {
-                set key zk:[randomInt 20]
-                set member m[randomInt 400]
-                if {[randomInt 10] < 8} {
-                    set value [expr {[randomInt 1000000] / 4.0}]
-                    set cmd [list zadd $key $value $member]
-                } else {
-                    set value -
-                    set cmd [list zrem $key $member]
-                }
-                # Once the connection is gone nothing more is sent.
-                if {[catch {$rd {*}$cmd}]} break
-                lappend chunk $key $member $value
-            }
-            foreach {key member value} $chunk {
-                if {$alive && [catch {$rd read}]} { set alive 0 }
-                if {$alive} {
-                    set rec($key,$member) [list $value]
-                    incr acked
-                } else {
-                    ff_maybe rec $key $member $value
-                    incr unacked
-                }
+# Pipelines writes in chunks of 50, replies read after each chunk, until a
+# SIGKILL sent from outside a second into the load cuts the server off in
+# the middle of a chunk. `next` gives {command note}; `acked` is called
+# with the note and the reply of each acknowledged write, `lost` with the
+# note of each write in flight at the kill. Returns {acked in-flight}.
+proc ff_until_sigkill {next acked lost} {
+    set rd [valkey_deferring_client]
+    set nacked 0
+    set nlost 0
+    exec sh -c "sleep 1; kill -9 [srv 0 pid]" &
+    set alive 1
+    while {$alive} {
+        if {$nacked > 1000000} { fail "the server was not killed" }
+        set chunk {}
+        for {set i 0} {$i < 50} {incr i} {
+            lassign [{*}$next] cmd note
+            # Once the connection is gone nothing more is sent.
+            if {[catch {$rd {*}$cmd}]} break
+            lappend chunk $note
+        }
+        foreach note $chunk {
+            if {$alive && [catch {$rd read} reply]} { set alive 0 }
+            if {$alive} {
+                {*}$acked $note $reply
+                incr nacked
+            } else {
+                {*}$lost $note
+                incr nlost
             }
         }
-        catch {$rd close}
+    }
+    catch {$rd close}
+    list $nacked $nlost
+}
+
+# Twenty sets, members from a pool of 400 so most pass the listpack limit;
+# ZADD and ZREM. ::ff_rec holds what each member may hold.
+proc ff_zset_write {} {
+    set key zk:[randomInt 20]
+    set member m[randomInt 400]
+    if {[randomInt 10] < 8} {
+        set value [expr {[randomInt 1000000] / 4.0}]
+        set cmd [list zadd $key $value $member]
+    } else {
+        set value -
+        set cmd [list zrem $key $member]
+    }
+    list $cmd [list $key $member $value]
+}
+proc ff_zset_acked {note reply} {
+    lassign $note key member value
+    set ::ff_rec($key,$member) [list $value]
+}
+proc ff_zset_lost {note} { ff_maybe ::ff_rec {*}$note }
+
+start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync always}} {
+    test {appendfsync always: SIGKILL during a sorted-set write load loses no acknowledged write} {
+        array unset ::ff_rec
+        lassign [ff_until_sigkill ff_zset_write ff_zset_acked ff_zset_lost] acked unacked
         restart_server 0 true false
         wait_done_loading r
-        set n [ff_verify r rec]
+        set n [ff_verify r ::ff_rec]
         assert {$unacked > 0}
         puts "    AOF always: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; $n members verified"
     }
@@ -112,56 +130,47 @@ start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync alway
 # of src/keyttl.c's windows, an 8-byte one elsewhere, no expires table).
 # Times are absolute and a day to years ahead (none falls due during a
 # test), so that PEXPIRETIME after the restart names the write that set it;
-# PERSIST gives -1.
+# PERSIST gives -1. ::ff_trec holds the times each key may have.
 proc ff_ttl_when {} {
     expr {[randomInt 3] ? $::ff_t0 + (1 + [randomInt 20]) * 86400000 + [randomInt 86400000]
                         : $::ff_t0 + (100 + [randomInt 2000]) * 86400000}
 }
+proc ff_ttl_write {} {
+    set key tk:[randomInt 3000]
+    switch [randomInt 4] {
+        0 { set when -1; set cmd [list persist $key] }
+        1 { set when [ff_ttl_when]; set cmd [list pexpireat $key $when] }
+        default { set when [ff_ttl_when]; set cmd [list set $key v PXAT $when] }
+    }
+    list $cmd [list $key $when [lindex $cmd 0]]
+}
+proc ff_ttl_acked {note reply} {
+    lassign $note key when op
+    # PERSIST and PEXPIREAT on a missing key change nothing.
+    if {$op eq "set" || $reply == 1} { set ::ff_trec($key) [list $when] }
+}
+proc ff_ttl_lost {note} {
+    lassign $note key when
+    if {![info exists ::ff_trec($key)]} { set ::ff_trec($key) -2 }
+    lappend ::ff_trec($key) $when
+}
+
 start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync always}} {
     test {appendfsync always: SIGKILL during a write load of TTLs loses no acknowledged write} {
         set ::ff_t0 [clock milliseconds]
-        set rd [valkey_deferring_client]
-        array unset rec
-        set acked 0
-        set unacked 0
-        exec sh -c "sleep 1; kill -9 [srv 0 pid]" &
-        set alive 1
-        while {$alive} {
-            if {$acked > 1000000} { fail "the server was not killed" }
-            set chunk {}
-            for {set i 0} {$i < 50} {incr i} {
-                set key tk:[randomInt 3000]
-                switch [randomInt 4] {
-                    0 { set when -1; set cmd [list persist $key] }
-                    1 { set when [ff_ttl_when]; set cmd [list pexpireat $key $when] }
-                    default { set when [ff_ttl_when]; set cmd [list set $key v PXAT $when] }
-                }
-                if {[catch {$rd {*}$cmd}]} break
-                lappend chunk $key $when [lindex $cmd 0]
-            }
-            foreach {key when op} $chunk {
-                if {$alive && [catch {$rd read} reply]} { set alive 0 }
-                if {$alive} {
-                    # PERSIST and PEXPIREAT on a missing key change nothing.
-                    if {$op eq "set" || $reply == 1} { set rec($key) [list $when] }
-                    incr acked
-                } else {
-                    if {![info exists rec($key)]} { set rec($key) -2 }
-                    lappend rec($key) $when
-                    incr unacked
-                }
-            }
-        }
-        catch {$rd close}
+        array unset ::ff_trec
+        lassign [ff_until_sigkill ff_ttl_write ff_ttl_acked ff_ttl_lost] acked unacked
         restart_server 0 true false
         wait_done_loading r
-        foreach key [array names rec] {
+        foreach key [array names ::ff_trec] {
             set t [r pexpiretime $key]
-            if {[lsearch -exact $rec($key) $t] < 0} { fail "$key expires at $t; acknowledged writes allow only $rec($key)" }
+            if {[lsearch -exact $::ff_trec($key) $t] < 0} {
+                fail "$key expires at $t; acknowledged writes allow only $::ff_trec($key)"
+            }
         }
         assert {$unacked > 0}
         assert_equal OK [r debug volatile-check]
-        puts "    AOF always, TTLs: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size rec] keys verified"
+        puts "    AOF always, TTLs: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size ::ff_trec] keys verified"
     }
 }
 
