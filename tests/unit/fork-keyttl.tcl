@@ -1,9 +1,12 @@
 # A key's expire time in a 4-byte field where src/keyttl.c can encode it
 # (issue #45): what a user sees stays upstream's, and the field is smaller.
 #
-# - Memory: a 13-byte key with a 16-byte value takes 48 bytes with no TTL
-#   and with a TTL of a day (upstream: 56, its 8-byte field crossing a size
-#   class), and 56 with a time that takes the 8-byte form.
+# - Memory: W2's 16-byte key with a 16-byte value takes 48 bytes with no
+#   TTL and with a TTL of a day (upstream: 56, its 8-byte field crossing a
+#   size class); sds5 headers for the key (no header-size byte) and the
+#   value leave room for the field. A 20-byte value takes 56 with a time
+#   that takes the 8-byte form. A value embeds with a short field where an
+#   8-byte one would push it out.
 # - Four tags hold four generations: times in four windows far apart take
 #   short fields, a fifth takes the long form, and every PEXPIRETIME is
 #   exact. A key whose short field cannot hold its new time moves to a long
@@ -63,25 +66,44 @@ proc kt_assert_usage {classbytes key} {
 }
 
 start_server {tags {"fork" "expire"}} {
-    test {A TTL of a day costs a 13-byte key with a 16-byte value nothing (4-byte field)} {
+    test {A TTL of a day costs W2's key (16 bytes, 16-byte value) nothing (4-byte field)} {
         r flushall
         set v [string repeat x 16]
-        r set KEY:12345678 $v
-        r set KEY:12345679 $v EX 86400
-        kt_assert_usage 48 KEY:12345678
-        kt_assert_usage 48 KEY:12345679
+        # 8 bytes of header, key and value with sds5 headers (no header-size
+        # byte): 44, and the 4 left in the 48-byte class hold a short field.
+        r set key:000012345678 $v
+        r set key:000012345679 $v EX 86400
+        kt_assert_usage 48 key:000012345678
+        kt_assert_usage 48 key:000012345679
         # The allocation's slack became a field: EXPIRE takes it in place.
-        r expire KEY:12345678 3600
-        kt_assert_usage 48 KEY:12345678
-        assert_range [r ttl KEY:12345678] 3590 3600
-        r persist KEY:12345678
-        assert_equal -1 [r ttl KEY:12345678]
-        assert_equal $v [r get KEY:12345679]
+        r expire key:000012345678 3600
+        kt_assert_usage 48 key:000012345678
+        assert_range [r ttl key:000012345678] 3590 3600
+        r persist key:000012345678
+        assert_equal -1 [r ttl key:000012345678]
+        assert_equal $v [r get key:000012345679]
+        assert_encoding embstr key:000012345679
+    }
+
+    test {A value that embeds beside a short field stays embedded with a TTL} {
+        r flushall
+        # 8 + key 1+13+1 + value 3+97+1 = 124 without a field: 132 with an
+        # 8-byte one (past 128: a separate value), 128 with a 4-byte one.
+        set v [string repeat t 97]
+        r set KEY:123456789 $v EX 86400
+        assert_encoding embstr KEY:123456789
+        kt_assert_usage 128 KEY:123456789
+        assert_equal $v [r get KEY:123456789]
+        r pexpireat KEY:123456789 9223372036854775807
+        assert_encoding raw KEY:123456789
+        assert_equal $v [r get KEY:123456789]
+        assert_equal 9223372036854775807 [r pexpiretime KEY:123456789]
     }
 
     test {Four windows take the four tags, a fifth takes the long form; every time is exact} {
         r flushall
-        set v [string repeat x 16]
+        # 8 + key 1+12+1 + value 1+20+1 = 44: 48 with a short field, 56 with a long one.
+        set v [string repeat x 20]
         set want {}
         for {set i 0} {$i < 5} {incr i} {
             set t [kt_window_time $i]
@@ -109,7 +131,7 @@ start_server {tags {"fork" "expire"}} {
 
     test {A short field that cannot hold the new time moves to a long one, and still expires} {
         r flushall
-        set v [string repeat y 16]
+        set v [string repeat y 20]
         for {set i 0} {$i < 4} {incr i} {
             r set hold:$i $v PXAT [kt_window_time $i]
         }
