@@ -6,7 +6,7 @@
 #   size class); sds5 headers for the key (no header-size byte) and the
 #   value leave room for the field. A 20-byte value takes 56 with a time
 #   that takes the 8-byte form. A value embeds with a short field where an
-#   8-byte one would push it out.
+#   8-byte one would push it past object.c's 256 bytes.
 # - Four tags hold four generations: times in four windows far apart take
 #   short fields, a fifth takes the long form, and every PEXPIRETIME is
 #   exact. A key whose short field cannot hold its new time moves to a long
@@ -87,12 +87,13 @@ start_server {tags {"fork" "expire"}} {
 
     test {A value that embeds beside a short field stays embedded with a TTL} {
         r flushall
-        # 8 + key 1+13+1 + value 3+97+1 = 124 without a field: 132 with an
-        # 8-byte one (past 128: a separate value), 128 with a 4-byte one.
-        set v [string repeat t 97]
+        # 8 + key 1+13+1 + value 3+225+1 = 252 without a field: 260 with an
+        # 8-byte one (past object.c's 256: a separate value), 256 with a
+        # 4-byte one.
+        set v [string repeat t 225]
         r set KEY:123456789 $v EX 86400
         assert_encoding embstr KEY:123456789
-        kt_assert_usage 128 KEY:123456789
+        kt_assert_usage 256 KEY:123456789
         assert_equal $v [r get KEY:123456789]
         r pexpireat KEY:123456789 9223372036854775807
         assert_encoding raw KEY:123456789
