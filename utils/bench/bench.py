@@ -179,6 +179,15 @@ class RespError(Exception):
     pass
 
 
+def resp_command(*args):
+    """A command as RESP2 bytes (arguments as bytes, or anything str() takes)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 class Resp:
     """A minimal blocking RESP2 client for control commands."""
 
@@ -192,14 +201,11 @@ class Resp:
             self.sock.close()
 
     def __call__(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
+        self.sock.sendall(resp_command(*args))
         return self._read()
 
-    def _read(self):
+    def _read(self, raw=False):
+        """One reply; with raw, bulk strings stay bytes (DUMP payloads)."""
         line = self.rf.readline()
         if not line:
             raise ConnectionError("server closed the connection")
@@ -215,10 +221,10 @@ class Resp:
             if n < 0:
                 return None
             data = self.rf.read(n + 2)[:-2]
-            return data.decode(errors="replace")
+            return data if raw else data.decode(errors="replace")
         if kind == b"*":
             n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
+            return None if n < 0 else [self._read(raw) for _ in range(n)]
         raise RespError(f"unexpected reply {line!r}")
 
     def info(self, *sections):
