@@ -9,7 +9,7 @@ declare -A NEED=(
     [build]="build-essential pkg-config git patch xz-utils dpkg-dev debian-archive-keyring"
     [test]="tcl libcmocka-dev procps python3 libgtest-dev libgmock-dev"
     [fuzz]="clang libclang-rt-14-dev"
-    [bench]="python3 python3-matplotlib util-linux fortunes-min fortunes"
+    [bench]="python3 python3-matplotlib util-linux fortunes-min fortunes iso-codes libzstd-dev"
 )
 
 missing=()

@@ -4,7 +4,8 @@
 # and fuzz_zbtree drive sorted sets; test_ibset and fuzz_ibset big integer
 # sets (ibset.c); test_hpset and fuzz_hpset big sets of strings (hpset.c);
 # test_setpack and fuzz_setpack the packed form a big set stores its
-# members in (setpack.c).
+# members in (setpack.c); test_symtab and fuzz_symtab the symbol-table
+# codec of short values (symtab.c).
 #
 # The engine links only upstream's allocator and small helpers, compiled
 # here from the assembled tree: zmalloc.c (with the bundled jemalloc, so the
@@ -171,12 +172,41 @@ $(ENGINE_OUT)/test_vkeys_san: tests/engine/test_vkeys.c $(VKEYS_SRC) $(VKEYS_HDR
 	$(CC) -std=gnu11 -O1 -g $(ENGINE_SAN) $(ENGINE_WARN) $(VKEYS_INC) -o $@ \
 		tests/engine/test_vkeys.c $(VKEYS_SRC) $(VKEYS_UPSTREAM) -lm -lcmocka
 
+# Symbol tables for short strings (symtab.c), built plain and under the
+# sanitizers: about 2 s plain (a million values through two hundred
+# tables), the sanitizers' a fifth of it. Its libFuzzer target, and the
+# codec study (utils/bench/codec-study), which links zstd as well.
+SYMTAB_SRC := src/symtab.c
+SYMTAB_HDR := src/symtab.h
+
+$(ENGINE_OUT)/test_symtab: tests/engine/test_symtab.c $(SYMTAB_SRC) $(SYMTAB_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		tests/engine/test_symtab.c $(SYMTAB_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lcmocka
+
+$(ENGINE_OUT)/test_symtab_san: tests/engine/test_symtab.c $(SYMTAB_SRC) $(SYMTAB_HDR) | all
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g $(ENGINE_SAN) $(ENGINE_WARN) $(ENGINE_INC) -o $@ \
+		tests/engine/test_symtab.c $(SYMTAB_SRC) $(ENGINE_HELPERS) -lm -lcmocka
+
+$(ENGINE_OUT)/fuzz_symtab: tests/engine/fuzz_symtab.c $(SYMTAB_SRC) $(SYMTAB_HDR) | all
+	@utils/install-deps.sh fuzz
+	@mkdir -p $(@D)
+	clang -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+		$(ENGINE_INC) -o $@ tests/engine/fuzz_symtab.c $(SYMTAB_SRC) $(ENGINE_HELPERS) -lm
+
+$(ENGINE_OUT)/codec-study: utils/bench/codec-study.c $(SYMTAB_SRC) $(SYMTAB_HDR) | all
+	@utils/install-deps.sh bench
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g $(ENGINE_WARN) $(ENGINE_INC) $(ENGINE_JEMALLOC) -o $@ \
+		utils/bench/codec-study.c $(SYMTAB_SRC) $(ENGINE_HELPERS) $(ENGINE_JEMALLOC_LIB) -lzstd
+
 .PHONY: test-engine test-engine-san test-engine-memory fuzz fuzz-zbtree fuzz-ibset fuzz-hpset fuzz-setpack \
-	bench-engine
+	fuzz-symtab bench-engine
 
 test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_OUT)/test_ibset \
 		$(ENGINE_OUT)/test_hpset $(ENGINE_OUT)/test_hpset_small $(ENGINE_OUT)/test_setpack \
-		$(ENGINE_OUT)/test_keyttl $(ENGINE_OUT)/test_vkeys
+		$(ENGINE_OUT)/test_keyttl $(ENGINE_OUT)/test_vkeys $(ENGINE_OUT)/test_symtab
 	$(ENGINE_OUT)/test_zbtree
 	ZBT_TEST_HUGE=0 $(ENGINE_OUT)/test_zbtree_small
 	$(ENGINE_OUT)/test_ibset
@@ -186,16 +216,18 @@ test-engine: $(ENGINE_OUT)/test_zbtree $(ENGINE_OUT)/test_zbtree_small $(ENGINE_
 	$(ENGINE_OUT)/test_keyttl
 	$(ENGINE_OUT)/test_vkeys
 	VKEYS_SEED=0x5eed VKEYS_DIFF_OPS=300000 $(ENGINE_OUT)/test_vkeys
+	$(ENGINE_OUT)/test_symtab
 
 test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_ibset_san $(ENGINE_OUT)/test_hpset_san \
 		$(ENGINE_OUT)/test_setpack_san $(ENGINE_OUT)/test_keyttl_san \
-		$(ENGINE_OUT)/test_vkeys_san
+		$(ENGINE_OUT)/test_vkeys_san $(ENGINE_OUT)/test_symtab_san
 	ZBT_TEST_HUGE=0 ZBT_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_zbtree_san
 	IBS_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_ibset_san
 	HPS_DIFF_OPS=100000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_hpset_san
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_setpack_san
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_keyttl_san
 	VKEYS_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_vkeys_san
+	SYMTAB_DIFF_OPS=200000 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ENGINE_OUT)/test_symtab_san
 
 # Runs each differential fuzzer in FUZZ_TARGETS for FUZZ_SECONDS, one after
 # the other, from the corpus it keeps: sorted sets (zbtree, whose corpus is
@@ -203,7 +235,7 @@ test-engine-san: $(ENGINE_OUT)/test_zbtree_san $(ENGINE_OUT)/test_ibset_san $(EN
 # (hpset) and packed set members (setpack).
 # One alone: `make fuzz FUZZ_TARGETS=hpset FUZZ_SECONDS=60`, or
 # `make fuzz-hpset`.
-FUZZ_TARGETS ?= zbtree ibset hpset setpack
+FUZZ_TARGETS ?= zbtree ibset hpset setpack symtab
 fuzz: $(addprefix fuzz-,$(FUZZ_TARGETS))
 
 fuzz-zbtree: $(ENGINE_OUT)/fuzz_zbtree
@@ -225,6 +257,11 @@ fuzz-setpack: $(ENGINE_OUT)/fuzz_setpack
 	@mkdir -p $(ENGINE_OUT)/corpus-setpack
 	$(ENGINE_OUT)/fuzz_setpack -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
 		$(ENGINE_OUT)/corpus-setpack
+
+fuzz-symtab: $(ENGINE_OUT)/fuzz_symtab
+	@mkdir -p $(ENGINE_OUT)/corpus-symtab
+	$(ENGINE_OUT)/fuzz_symtab -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
+		$(ENGINE_OUT)/corpus-symtab
 
 bench-engine: $(ENGINE_OUT)/bench_zbtree
 	$(ENGINE_OUT)/bench_zbtree
