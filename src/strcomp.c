@@ -1,0 +1,530 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+
+/* String values held compressed
+ * =============================
+ *
+ * A string value of string-compression-min-size to -max-size bytes may be
+ * held coded with a symbol table (symtab.c) that the server trains from a
+ * sample of its own values. Such a value is an object of encoding
+ * OBJ_ENCODING_COMPRESSED whose value bytes (an sds, embedded with the key
+ * as an embstr's are, or allocated apart) are
+ *
+ *    +-----+-----------------------+
+ *    | gen | codes ...             |
+ *    +-----+-----------------------+
+ *       1    symtabEncode()'s output
+ *
+ * `gen` names the table (a generation) that coded it. Example: with table 0
+ * holding "the " as code 0, the value "the end" may be 00 00 FF 'e' FF 'n'
+ * FF 'd' (8 bytes for 7: it would stay plain, see below).
+ *
+ * Who sees what:
+ * - Commands never see a compressed value. lookupKey() hands them a
+ *   temporary plain copy (strcompReadable), which lives until the
+ *   execution unit that asked for it ends (exitExecutionUnit calls
+ *   strcompReleaseTemps). A temporary starts with two references, one of
+ *   them held for it, so that code that changes a string in place only
+ *   when it is the sole owner (dbUnshareStringValue) replaces the stored
+ *   value instead of changing the copy. So a read writes nothing shared
+ *   with a fork child, and a write replaces the compressed value with a
+ *   plain one, which the background pass compresses again.
+ * - What reads the keyspace without a lookup decodes for itself: RDB and
+ *   DUMP payloads, AOF rewrite, DEBUG DIGEST, a module's scan. Files and
+ *   streams carry plain values only.
+ * - OBJECT ENCODING says "compressed"; MEMORY USAGE counts the coded bytes.
+ *
+ * Generations. A table is trained once string-compression-train-values
+ * eligible values can be sampled, and again when the values coded on write
+ * compress clearly worse than the table's own training sample did (the
+ * data drifted). Values keep the table that coded them; each table counts
+ * the values that use it (atomically: a lazy-free thread may free values)
+ * and is freed by the cron once it has none and a newer one exists. At
+ * most STRCOMP_GENERATIONS tables live at once; retraining waits for a
+ * free one.
+ *
+ * When values are coded:
+ * - on write, where the server stores a value (db.c calls
+ *   strcompTryCompress), once a table exists;
+ * - by the background pass, string-compression-cycle-us of each cron call:
+ *   values stored before the table existed, values changed in place
+ *   (APPEND, SETRANGE, SETBIT...), values loaded from an RDB or AOF, and
+ *   values of an older table. No pass runs while a fork child exists.
+ * A value is coded only when that saves bytes: one that would not shrink
+ * stays as it is.
+ *
+ * Invariants:
+ * - gen[g].values is the number of live objects of encoding
+ *   OBJ_ENCODING_COMPRESSED whose first value byte is g; gen[g].table is
+ *   non-NULL while it is non-zero or g is the current table.
+ * - Every temporary in `temps` has one reference held for it and one for
+ *   the temps list; others may take more (a reply that holds the object).
+ *
+ * Public prefix `strcomp`.
+ */
+#include "server.h"
+#include "strcomp.h"
+#include "symtab.h"
+
+#include <stdatomic.h>
+
+/* Tables alive at once (codes 0..254 of the generation byte). */
+#define STRCOMP_GENERATIONS 255
+/* Training takes at most this many bytes of samples: 256 KiB trains a
+ * table in about 15 ms on the development VM (docs/engine.md part 7). */
+#define STRCOMP_SAMPLE_BYTES (256 * 1024)
+/* Random picks per value wanted when sampling, before giving up. */
+#define STRCOMP_SAMPLE_TRIES 4
+/* Seconds between attempts to train when too few values were found, and
+ * from one table to the next when the data drifts. */
+#define STRCOMP_TRAIN_RETRY_SECONDS 1
+#define STRCOMP_RETRAIN_SECONDS 60
+/* Retrain when values coded on write over a window of this many times
+ * train_values come out this much larger than the training sample did. */
+#define STRCOMP_DRIFT_WINDOW 4
+#define STRCOMP_DRIFT_FACTOR 1.15
+/* Keys the background pass gathers from one scan step before coding them. */
+#define STRCOMP_BATCH 128
+/* A new pass starts when this many writes happened since the last one
+ * ended. */
+#define STRCOMP_PASS_DIRTY 1000
+
+strcompConfigs strcomp_config = {.enabled = 1,
+                                 .min_size = 16,
+                                 .max_size = 4096,
+                                 .train_values = 1000,
+                                 .cycle_us = 2500};
+
+typedef struct {
+    symtab *table;
+    atomic_ullong values;
+    atomic_ullong raw_bytes;   /* decoded bytes of its values */
+    atomic_ullong coded_bytes; /* coded bytes of its values, the gen byte included */
+    double trained_ratio;      /* raw / coded over its training sample */
+} strcompGen;
+
+typedef struct {
+    robj *o;
+    int depth;
+} strcompTemp;
+
+static struct {
+    strcompGen gen[STRCOMP_GENERATIONS];
+    int current; /* the table new values are coded with, -1 before the first */
+    int tables;  /* tables alive */
+    time_t next_train;
+    /* Values coded on write since the last check of drift. */
+    unsigned long long window_values, window_raw, window_coded;
+    /* The background pass. */
+    int pass_db;
+    unsigned long long pass_cursor;
+    int pass_running;
+    long long pass_end_dirty;
+    unsigned long long passes, recoded;
+    /* Temporaries, innermost last. */
+    strcompTemp *temps;
+    size_t ntemps, temps_cap;
+    /* A buffer for coding and decoding. */
+    unsigned char *buf;
+    size_t buf_cap;
+} sc = {.current = -1};
+
+/* --- Buffers --- */
+
+static unsigned char *scratch(size_t len) {
+    if (len > sc.buf_cap) {
+        sc.buf_cap = len < 256 ? 256 : len;
+        sc.buf = zrealloc(sc.buf, sc.buf_cap);
+    }
+    return sc.buf;
+}
+
+/* --- Values --- */
+
+static inline const unsigned char *payloadOf(const robj *o) {
+    return objectGetVal(o);
+}
+
+static inline size_t payloadLen(const robj *o) {
+    return sdslen(objectGetVal(o));
+}
+
+size_t strcompDecodedLen(const robj *o) {
+    const unsigned char *p = payloadOf(o);
+    size_t len = symtabDecodedLen(sc.gen[p[0]].table, p + 1, payloadLen(o) - 1);
+    serverAssert(len != SIZE_MAX);
+    return len;
+}
+
+void strcompRetain(const robj *o) {
+    strcompGen *g = &sc.gen[payloadOf(o)[0]];
+    serverAssert(g->table != NULL);
+    atomic_fetch_add_explicit(&g->values, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->raw_bytes, strcompDecodedLen(o), memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->coded_bytes, payloadLen(o), memory_order_relaxed);
+}
+
+/* Drops a freed object's reference to its table; frees its value when it
+ * is allocated apart. */
+void strcompFreeValue(robj *o) {
+    if (!o->hasembval && o->val_ptr == NULL) return; /* its value moved to another object */
+    strcompGen *g = &sc.gen[payloadOf(o)[0]];
+    atomic_fetch_sub_explicit(&g->raw_bytes, strcompDecodedLen(o), memory_order_relaxed);
+    atomic_fetch_sub_explicit(&g->coded_bytes, payloadLen(o), memory_order_relaxed);
+    atomic_fetch_sub_explicit(&g->values, 1, memory_order_relaxed);
+    if (!o->hasembval) sdsfree(o->val_ptr);
+}
+
+/* The plain bytes of a compressed value, in the shared buffer. */
+static const unsigned char *decodeValue(const robj *o, size_t *len) {
+    const unsigned char *p = payloadOf(o);
+    const symtab *t = sc.gen[p[0]].table;
+    size_t plen = payloadLen(o) - 1;
+    size_t cap = symtabDecodedLen(t, p + 1, plen);
+    serverAssert(cap != SIZE_MAX);
+    unsigned char *out = scratch(cap + 8);
+    *len = symtabDecode(t, p + 1, plen, out, cap + 8);
+    serverAssert(*len == cap);
+    return out;
+}
+
+const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
+    return decodeValue(o, len);
+}
+
+robj *strcompDecodeObject(const robj *o) {
+    size_t len;
+    const unsigned char *s = decodeValue(o, &len);
+    return createStringObject((const char *)s, len);
+}
+
+/* A new compressed object for `len` plain bytes, coded with the current
+ * table, or NULL when coding would not save a byte. */
+static robj *compressBytes(const unsigned char *s, size_t len) {
+    if (sc.current < 0) return NULL;
+    unsigned char *out = scratch(SYMTAB_ENCODE_BOUND(len) + 1);
+    out[0] = (unsigned char)sc.current;
+    size_t n = symtabEncode(sc.gen[sc.current].table, s, len, out + 1) + 1;
+    if (n >= len) return NULL;
+    robj *c = createStringObject((const char *)out, n);
+    c->encoding = OBJ_ENCODING_COMPRESSED;
+    strcompRetain(c);
+    return c;
+}
+
+static bool eligible(const robj *o) {
+    if (o->type != OBJ_STRING || !sdsEncodedObject(o)) return false;
+    size_t len = sdslen(objectGetVal(o));
+    return len >= (size_t)strcomp_config.min_size && len <= (size_t)strcomp_config.max_size;
+}
+
+robj *strcompTryCompress(robj *val) {
+    if (!strcomp_config.enabled || sc.current < 0 || !eligible(val)) return val;
+    const unsigned char *s = objectGetVal(val);
+    size_t len = sdslen(objectGetVal(val));
+    robj *c = compressBytes(s, len);
+    sc.window_values++;
+    sc.window_raw += len;
+    sc.window_coded += c ? payloadLen(c) : len;
+    if (!c) return val;
+    c->lru = val->lru;
+    decrRefCount(val);
+    return c;
+}
+
+/* --- Temporaries --- */
+
+robj *strcompReadable(robj *val) {
+    if (val->encoding != OBJ_ENCODING_COMPRESSED) return val;
+    size_t len;
+    const unsigned char *s = decodeValue(val, &len);
+    robj *t = createStringObjectWithExpire((const char *)s, len, objectGetExpire(val));
+    t->lru = val->lru;
+    incrRefCount(t); /* the reference held for it, see the invariants */
+    if (sc.ntemps == sc.temps_cap) {
+        sc.temps_cap = sc.temps_cap ? sc.temps_cap * 2 : 16;
+        sc.temps = zrealloc(sc.temps, sc.temps_cap * sizeof(*sc.temps));
+    }
+    sc.temps[sc.ntemps++] = (strcompTemp){t, server.execution_nesting};
+    return t;
+}
+
+void strcompReleaseTemps(int nesting) {
+    while (sc.ntemps && sc.temps[sc.ntemps - 1].depth > nesting) {
+        robj *t = sc.temps[--sc.ntemps].o;
+        decrRefCount(t);
+        decrRefCount(t);
+    }
+}
+
+/* --- Training --- */
+
+/* Whether a value may be a training sample: a string of the eligible
+ * size, plain or compressed. */
+static bool sampleable(const robj *o) {
+    if (o->type != OBJ_STRING) return false;
+    if (o->encoding == OBJ_ENCODING_COMPRESSED) {
+        size_t len = strcompDecodedLen(o);
+        return len >= (size_t)strcomp_config.min_size && len <= (size_t)strcomp_config.max_size;
+    }
+    return eligible(o);
+}
+
+/* Picks up to `want` distinct values at random across the databases, at
+ * most STRCOMP_SAMPLE_BYTES in all, and copies their plain bytes into
+ * `arena` (compressed ones decoded); returns how many. */
+static size_t sampleValues(size_t want, unsigned char *arena, const unsigned char **v, size_t *len) {
+    size_t n = 0, bytes = 0, slots = 1;
+    while (slots < 2 * want) slots *= 2;
+    const void **seen = zcalloc(slots * sizeof(*seen)); /* open addressing on the object's address */
+    int dbs[16], ndbs = 0;
+    for (int j = 0; j < server.dbnum && ndbs < 16; j++) {
+        if (server.db[j] && kvstoreSize(server.db[j]->keys)) dbs[ndbs++] = j;
+    }
+    for (size_t tries = 0; ndbs && tries < want * STRCOMP_SAMPLE_TRIES && n < want; tries++) {
+        kvstore *keys = server.db[dbs[tries % ndbs]]->keys;
+        int didx = kvstoreGetFairRandomHashtableIndex(keys);
+        if (didx == KVSTORE_INDEX_NOT_FOUND) continue;
+        void *entry;
+        if (!hashtableFairRandomEntry(kvstoreGetHashtable(keys, didx), &entry)) continue;
+        robj *o = entry;
+        if (!sampleable(o)) continue;
+        size_t h = ((uintptr_t)o >> 4) * 0x9e3779b97f4a7c15ULL >> 20;
+        while (seen[h & (slots - 1)] && seen[h & (slots - 1)] != o) h++;
+        if (seen[h & (slots - 1)]) continue;
+        seen[h & (slots - 1)] = o;
+        size_t l;
+        const unsigned char *p = o->encoding == OBJ_ENCODING_COMPRESSED ? decodeValue(o, &l) : objectGetVal(o);
+        if (o->encoding != OBJ_ENCODING_COMPRESSED) l = sdslen(objectGetVal(o));
+        if (bytes + l > STRCOMP_SAMPLE_BYTES) break;
+        memcpy(arena + bytes, p, l);
+        v[n] = arena + bytes;
+        len[n++] = l;
+        bytes += l;
+    }
+    zfree(seen);
+    return n;
+}
+
+static int freeGeneration(void) {
+    for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
+        if (!sc.gen[g].table) return g;
+    }
+    return -1;
+}
+
+/* Trains a new current table from `min` or more sampled values; returns
+ * whether it did. */
+static bool train(size_t min) {
+    int g = freeGeneration();
+    if (g < 0) return false;
+    size_t want = (size_t)strcomp_config.train_values;
+    const unsigned char **v = zmalloc(want * sizeof(*v));
+    size_t *len = zmalloc(want * sizeof(*len));
+    unsigned char *arena = zmalloc(STRCOMP_SAMPLE_BYTES);
+    size_t n = sampleValues(want, arena, v, len);
+    bool trained = n >= min && n > 0;
+    if (trained) {
+        symtab *t = symtabTrain(v, len, n);
+        size_t raw = 0, coded = 0;
+        unsigned char *out = NULL;
+        for (size_t i = 0; i < n; i++) {
+            out = zrealloc(out, SYMTAB_ENCODE_BOUND(len[i]) + 1);
+            raw += len[i];
+            size_t c = symtabEncode(t, v[i], len[i], out) + 1;
+            coded += c < len[i] ? c : len[i];
+        }
+        zfree(out);
+        sc.gen[g].table = t;
+        sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
+        sc.current = g;
+        sc.tables++;
+        sc.pass_running = 1;
+        sc.pass_db = 0;
+        sc.pass_cursor = 0;
+        serverLog(LL_VERBOSE, "String compression: table %d trained from %zu values (%.3f)", g, n,
+                  sc.gen[g].trained_ratio);
+    }
+    zfree(arena);
+    zfree(v);
+    zfree(len);
+    sc.window_values = sc.window_raw = sc.window_coded = 0;
+    return trained;
+}
+
+/* Whether the values coded on write lately compress clearly worse than
+ * the current table's training sample did. */
+static bool drifted(void) {
+    if (sc.window_values < (unsigned long long)strcomp_config.train_values * STRCOMP_DRIFT_WINDOW) return false;
+    double ratio = sc.window_coded ? (double)sc.window_raw / sc.window_coded : 1;
+    bool worse = ratio * STRCOMP_DRIFT_FACTOR < sc.gen[sc.current].trained_ratio;
+    sc.window_values = sc.window_raw = sc.window_coded = 0;
+    return worse;
+}
+
+static void freeUnusedTables(void) {
+    for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
+        if (g == sc.current || !sc.gen[g].table) continue;
+        if (atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed)) continue;
+        symtabFree(sc.gen[g].table);
+        sc.gen[g].table = NULL;
+        sc.tables--;
+    }
+}
+
+/* --- The background pass --- */
+
+typedef struct {
+    sds keys[STRCOMP_BATCH];
+    int n;
+} strcompBatch;
+
+/* Whether the pass should code (or recode) a stored value. */
+static bool wantsCoding(const robj *o) {
+    if (o->refcount != 1) return false;
+    if (o->encoding == OBJ_ENCODING_COMPRESSED) return payloadOf(o)[0] != sc.current;
+    return eligible(o);
+}
+
+static void gatherKey(void *privdata, void *entry, int didx) {
+    UNUSED(didx);
+    strcompBatch *b = privdata;
+    robj *o = entry;
+    if (b->n < STRCOMP_BATCH && wantsCoding(o)) b->keys[b->n++] = sdsdup(objectGetKey(o));
+}
+
+/* Codes one gathered key's value again, if it is still there and wants it. */
+static void recodeKey(serverDb *db, sds key) {
+    robj *o = dbFind(db, key);
+    if (!o || !wantsCoding(o)) return;
+    robj *plain = o->encoding == OBJ_ENCODING_COMPRESSED ? strcompDecodeObject(o) : NULL;
+    const unsigned char *s = plain ? objectGetVal(plain) : objectGetVal(o);
+    size_t len = plain ? sdslen(objectGetVal(plain)) : sdslen(objectGetVal(o));
+    robj *c = compressBytes(s, len);
+    if (!c && !plain) return;
+    robj *val = c ? c : plain;
+    if (c && plain) decrRefCount(plain);
+    val->lru = o->lru;
+    robj keyobj;
+    initStaticStringObject(keyobj, key);
+    dbReplaceValue(db, &keyobj, &val);
+    sc.recoded++;
+}
+
+/* One step of the pass: a scan call and the keys it gave; returns whether
+ * the pass is over. */
+static bool passStep(void) {
+    while (sc.pass_db < server.dbnum && (!server.db[sc.pass_db] || !kvstoreSize(server.db[sc.pass_db]->keys))) {
+        sc.pass_db++;
+        sc.pass_cursor = 0;
+    }
+    if (sc.pass_db >= server.dbnum) return true;
+    serverDb *db = server.db[sc.pass_db];
+    strcompBatch b = {.n = 0};
+    sc.pass_cursor = kvstoreScan(db->keys, sc.pass_cursor, -1, -1, gatherKey, NULL, &b);
+    for (int i = 0; i < b.n; i++) {
+        recodeKey(db, b.keys[i]);
+        sdsfree(b.keys[i]);
+    }
+    if (sc.pass_cursor == 0) sc.pass_db++;
+    return false;
+}
+
+static void runPass(long long budget_us) {
+    monotime start = getMonotonicUs();
+    while (sc.pass_running) {
+        if (passStep()) {
+            sc.pass_running = 0;
+            sc.pass_end_dirty = server.dirty;
+            sc.passes++;
+            break;
+        }
+        if (budget_us >= 0 && (long long)elapsedUs(start) >= budget_us) break;
+    }
+}
+
+static long long keyCount(void) {
+    long long n = 0;
+    for (int j = 0; j < server.dbnum; j++) {
+        if (server.db[j]) n += kvstoreSize(server.db[j]->keys);
+    }
+    return n;
+}
+
+void strcompCron(void) {
+    freeUnusedTables();
+    if (!strcomp_config.enabled || hasActiveChildProcess()) return;
+    if ((sc.current < 0 || drifted()) && server.unixtime >= sc.next_train && keyCount() >= strcomp_config.train_values) {
+        bool ok = train((size_t)strcomp_config.train_values);
+        sc.next_train = server.unixtime + (ok ? STRCOMP_RETRAIN_SECONDS : STRCOMP_TRAIN_RETRY_SECONDS);
+    }
+    if (sc.current < 0) return;
+    if (!sc.pass_running && server.dirty - sc.pass_end_dirty >= STRCOMP_PASS_DIRTY) {
+        sc.pass_running = 1;
+        sc.pass_db = 0;
+        sc.pass_cursor = 0;
+    }
+    runPass(strcomp_config.cycle_us);
+}
+
+/* --- Introspection --- */
+
+typedef struct {
+    unsigned long long values, raw, coded;
+    size_t table_bytes;
+} strcompTotals;
+
+static strcompTotals totals(void) {
+    strcompTotals t = {0};
+    for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
+        if (!sc.gen[g].table) continue;
+        t.values += atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed);
+        t.raw += atomic_load_explicit(&sc.gen[g].raw_bytes, memory_order_relaxed);
+        t.coded += atomic_load_explicit(&sc.gen[g].coded_bytes, memory_order_relaxed);
+        t.table_bytes += symtabBytes(sc.gen[g].table);
+    }
+    return t;
+}
+
+char *strcompInfo(char *info) {
+    strcompTotals t = totals();
+    return sdscatprintf(info,
+                        "string_compression_values:%llu\r\n"
+                        "string_compression_raw_bytes:%llu\r\n"
+                        "string_compression_bytes:%llu\r\n"
+                        "string_compression_tables:%d\r\n"
+                        "string_compression_table_bytes:%zu\r\n"
+                        "string_compression_current_table:%d\r\n"
+                        "string_compression_passes:%llu\r\n",
+                        t.values, t.raw, t.coded, sc.tables, t.table_bytes, sc.current, sc.passes);
+}
+
+/* DEBUG STRCOMP TRAIN: trains a new table now, from any number of
+ * values. DEBUG STRCOMP SWEEP: runs the background pass to its end. */
+void strcompDebugCommand(client *c) {
+    if (c->argc < 3) {
+        addReplyError(c, "DEBUG STRCOMP TRAIN|SWEEP");
+        return;
+    }
+    const char *sub = objectGetVal(c->argv[2]);
+    if (!strcasecmp(sub, "train")) {
+        if (!train(1)) {
+            addReplyError(c, "no value to train from, or no free table");
+            return;
+        }
+        addReplyLongLong(c, sc.current);
+    } else if (!strcasecmp(sub, "sweep")) {
+        if (sc.current >= 0 && strcomp_config.enabled) {
+            sc.pass_running = 1;
+            sc.pass_db = 0;
+            sc.pass_cursor = 0;
+            runPass(-1);
+        }
+        freeUnusedTables();
+        addReplyLongLong(c, (long long)sc.recoded);
+    } else {
+        addReplyError(c, "DEBUG STRCOMP TRAIN|SWEEP");
+    }
+}
