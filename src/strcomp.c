@@ -37,9 +37,11 @@
  * - OBJECT ENCODING says "compressed"; MEMORY USAGE counts the coded bytes.
  *
  * Generations. A table is trained once string-compression-train-values
- * eligible values can be sampled, and again when the values coded on write
- * compress clearly worse than the table's own training sample did (the
- * data drifted). Values keep the table that coded them; each table counts
+ * distinct eligible values can be sampled, and again when the values
+ * coded lately compress clearly worse than the table's own training
+ * sample did (the data drifted). Training copies its samples and runs in
+ * steps within the cron's budget (symtabTrainerStep), so it never stops
+ * the server for long. Values keep the table that coded them; each table counts
  * the values that use it (atomically: a lazy-free thread may free values)
  * and is freed by the cron once it has none and a newer one exists. At
  * most STRCOMP_GENERATIONS tables live at once; retraining waits for a
@@ -85,10 +87,13 @@
  * train_values come out this much larger than the training sample did. */
 #define STRCOMP_DRIFT_WINDOW 4
 #define STRCOMP_DRIFT_FACTOR 1.15
+/* Samples a training step codes: 32 of W6's texts take about 20 µs; a
+ * generation's end (choosing 255 of the candidates) about 2 ms. */
+#define STRCOMP_TRAIN_STEP 32
 /* Keys the background pass gathers from one scan step before coding them. */
 #define STRCOMP_BATCH 128
 /* A new pass starts when this many writes happened since the last one
- * ended. */
+ * started (those made while it ran may be behind its cursor). */
 #define STRCOMP_PASS_DIRTY 1000
 
 strcompConfigs strcomp_config = {.enabled = 1,
@@ -121,8 +126,17 @@ static struct {
     int pass_db;
     unsigned long long pass_cursor;
     int pass_running;
-    long long pass_end_dirty;
+    long long pass_start_dirty; /* server.dirty when the pass (last) started */
     unsigned long long passes, recoded;
+    long long cycle_us_max; /* the longest cron call's work, µs */
+    /* A table being trained, in steps, from copied samples. */
+    struct {
+        symtabTrainer *tr;
+        unsigned char *arena;
+        const unsigned char **v;
+        size_t *len;
+        size_t n;
+    } job;
     /* Temporaries, innermost last. */
     strcompTemp *temps;
     size_t ntemps, temps_cap;
@@ -308,6 +322,9 @@ static size_t sampleValues(size_t want, unsigned char *arena, const unsigned cha
     return n;
 }
 
+static void trainDrop(void);
+static void passStart(void);
+
 static int freeGeneration(void) {
     for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
         if (!sc.gen[g].table) return g;
@@ -315,43 +332,69 @@ static int freeGeneration(void) {
     return -1;
 }
 
-/* Trains a new current table from `min` or more sampled values; returns
- * whether it did. */
-static bool train(size_t min) {
-    int g = freeGeneration();
-    if (g < 0) return false;
+/* Starts training a table from `min` or more sampled values (copied, so
+ * the keyspace may change meanwhile); returns whether it did. */
+static bool trainStart(size_t min) {
+    if (sc.job.tr || freeGeneration() < 0) return false;
     size_t want = (size_t)strcomp_config.train_values;
-    const unsigned char **v = zmalloc(want * sizeof(*v));
-    size_t *len = zmalloc(want * sizeof(*len));
-    unsigned char *arena = zmalloc(STRCOMP_SAMPLE_BYTES);
-    size_t n = sampleValues(want, arena, v, len);
-    bool trained = n >= min && n > 0;
-    if (trained) {
-        symtab *t = symtabTrain(v, len, n);
-        size_t raw = 0, coded = 0;
-        unsigned char *out = NULL;
-        for (size_t i = 0; i < n; i++) {
-            out = zrealloc(out, SYMTAB_ENCODE_BOUND(len[i]) + 1);
-            raw += len[i];
-            size_t c = symtabEncode(t, v[i], len[i], out) + 1;
-            coded += c < len[i] ? c : len[i];
-        }
-        zfree(out);
-        sc.gen[g].table = t;
-        sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
-        sc.current = g;
-        sc.tables++;
-        sc.pass_running = 1;
-        sc.pass_db = 0;
-        sc.pass_cursor = 0;
-        serverLog(LL_VERBOSE, "String compression: table %d trained from %zu values (%.3f)", g, n,
-                  sc.gen[g].trained_ratio);
-    }
-    zfree(arena);
-    zfree(v);
-    zfree(len);
+    sc.job.v = zmalloc(want * sizeof(*sc.job.v));
+    sc.job.len = zmalloc(want * sizeof(*sc.job.len));
+    sc.job.arena = zmalloc(STRCOMP_SAMPLE_BYTES);
+    sc.job.n = sampleValues(want, sc.job.arena, sc.job.v, sc.job.len);
     sc.window_values = sc.window_raw = sc.window_coded = 0;
-    return trained;
+    if (sc.job.n < min || sc.job.n == 0) {
+        trainDrop();
+        return false;
+    }
+    sc.job.tr = symtabTrainerCreate(sc.job.v, sc.job.len, sc.job.n);
+    return true;
+}
+
+/* Frees what a training job holds. */
+static void trainDrop(void) {
+    if (sc.job.tr) symtabTrainerFree(sc.job.tr);
+    zfree(sc.job.arena);
+    zfree(sc.job.v);
+    zfree(sc.job.len);
+    memset(&sc.job, 0, sizeof(sc.job));
+}
+
+/* Ends a training job: the table becomes the current one, and the pass
+ * starts over to recode the values of the one before. */
+static int trainInstall(void) {
+    symtab *t = symtabTrainerFinish(sc.job.tr);
+    sc.job.tr = NULL;
+    int g = freeGeneration();
+    serverAssert(g >= 0);
+    size_t raw = 0, coded = 0;
+    unsigned char *out = NULL;
+    for (size_t i = 0; i < sc.job.n; i++) {
+        out = zrealloc(out, SYMTAB_ENCODE_BOUND(sc.job.len[i]) + 1);
+        raw += sc.job.len[i];
+        size_t c = symtabEncode(t, sc.job.v[i], sc.job.len[i], out) + 1;
+        coded += c < sc.job.len[i] ? c : sc.job.len[i];
+    }
+    zfree(out);
+    sc.gen[g].table = t;
+    sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
+    sc.current = g;
+    sc.tables++;
+    passStart();
+    serverLog(LL_VERBOSE, "String compression: table %d trained from %zu values (%.3f)", g, sc.job.n,
+              sc.gen[g].trained_ratio);
+    trainDrop();
+    return g;
+}
+
+/* Runs a training job's steps for up to `budget_us` (all of it when
+ * negative); returns whether it ended. */
+static bool trainSteps(long long budget_us) {
+    monotime start = getMonotonicUs();
+    while (!symtabTrainerStep(sc.job.tr, STRCOMP_TRAIN_STEP)) {
+        if (budget_us >= 0 && (long long)elapsedUs(start) >= budget_us) return false;
+    }
+    trainInstall();
+    return true;
 }
 
 /* Whether the values coded on write lately compress clearly worse than
@@ -375,6 +418,13 @@ static void freeUnusedTables(void) {
 }
 
 /* --- The background pass --- */
+
+static void passStart(void) {
+    sc.pass_running = 1;
+    sc.pass_db = 0;
+    sc.pass_cursor = 0;
+    sc.pass_start_dirty = server.dirty;
+}
 
 typedef struct {
     sds keys[STRCOMP_BATCH];
@@ -437,7 +487,7 @@ static void runPass(long long budget_us) {
     while (sc.pass_running) {
         if (passStep()) {
             sc.pass_running = 0;
-            sc.pass_end_dirty = server.dirty;
+            /* Writes made while it ran, behind its cursor, wait for the next. */
             sc.passes++;
             break;
         }
@@ -453,20 +503,36 @@ static long long keyCount(void) {
     return n;
 }
 
-void strcompCron(void) {
-    freeUnusedTables();
-    if (!strcomp_config.enabled || hasActiveChildProcess()) return;
-    if ((sc.current < 0 || drifted()) && server.unixtime >= sc.next_train && keyCount() >= strcomp_config.train_values) {
-        bool ok = train((size_t)strcomp_config.train_values);
-        sc.next_train = server.unixtime + (ok ? STRCOMP_RETRAIN_SECONDS : STRCOMP_TRAIN_RETRY_SECONDS);
+/* One cron call's work: training steps, then the pass, within the budget. */
+static void cronWork(void) {
+    monotime start = getMonotonicUs();
+    long long budget = strcomp_config.cycle_us;
+    if (sc.job.tr) {
+        if (!trainSteps(budget)) return;
+    } else if ((sc.current < 0 || drifted()) && server.unixtime >= sc.next_train &&
+               keyCount() >= strcomp_config.train_values) {
+        bool started = trainStart((size_t)strcomp_config.train_values);
+        sc.next_train = server.unixtime + (started ? STRCOMP_RETRAIN_SECONDS : STRCOMP_TRAIN_RETRY_SECONDS);
+        return;
     }
     if (sc.current < 0) return;
-    if (!sc.pass_running && server.dirty - sc.pass_end_dirty >= STRCOMP_PASS_DIRTY) {
-        sc.pass_running = 1;
-        sc.pass_db = 0;
-        sc.pass_cursor = 0;
+    if (!sc.pass_running && server.dirty - sc.pass_start_dirty >= STRCOMP_PASS_DIRTY) passStart();
+    long long left = budget - (long long)elapsedUs(start);
+    if (left > 0) runPass(left);
+}
+
+void strcompCron(void) {
+    freeUnusedTables();
+    if (!strcomp_config.enabled) {
+        if (sc.job.tr) trainDrop();
+        return;
     }
-    runPass(strcomp_config.cycle_us);
+    if (hasActiveChildProcess()) return;
+    monotime start = getMonotonicUs();
+    cronWork();
+    long long elapsed = (long long)elapsedUs(start);
+    latencyAddSampleIfNeeded("string-compression-cycle", elapsed);
+    sc.cycle_us_max = elapsed > sc.cycle_us_max ? elapsed : sc.cycle_us_max;
 }
 
 /* --- Introspection --- */
@@ -497,8 +563,9 @@ char *strcompInfo(char *info) {
                         "string_compression_tables:%d\r\n"
                         "string_compression_table_bytes:%zu\r\n"
                         "string_compression_current_table:%d\r\n"
-                        "string_compression_passes:%llu\r\n",
-                        t.values, t.raw, t.coded, sc.tables, t.table_bytes, sc.current, sc.passes);
+                        "string_compression_passes:%llu\r\n"
+                        "string_compression_cycle_us_max:%lld\r\n",
+                        t.values, t.raw, t.coded, sc.tables, t.table_bytes, sc.current, sc.passes, sc.cycle_us_max);
 }
 
 /* DEBUG STRCOMP TRAIN: trains a new table now, from any number of
@@ -510,16 +577,16 @@ void strcompDebugCommand(client *c) {
     }
     const char *sub = objectGetVal(c->argv[2]);
     if (!strcasecmp(sub, "train")) {
-        if (!train(1)) {
+        if (sc.job.tr) trainDrop();
+        if (!trainStart(1)) {
             addReplyError(c, "no value to train from, or no free table");
             return;
         }
+        trainSteps(-1);
         addReplyLongLong(c, sc.current);
     } else if (!strcasecmp(sub, "sweep")) {
         if (sc.current >= 0 && strcomp_config.enabled) {
-            sc.pass_running = 1;
-            sc.pass_db = 0;
-            sc.pass_cursor = 0;
+            passStart();
             runPass(-1);
         }
         freeUnusedTables();

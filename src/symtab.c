@@ -52,7 +52,8 @@
  * input bytes it would cover. One-byte candidates gain
  * SYMTAB_BYTE_BOOST times more, since each one saves an escape byte on
  * every occurrence. The best 255 by gain that fit the lookup make the
- * next table.
+ * next table. A trainer (symtabTrainerCreate) does the same in steps of a
+ * given number of samples, the candidates chosen at a generation's end.
  *
  * Invariants:
  * - len[c] is 0 for an unused code, 1..8 otherwise; no two codes hold the
@@ -80,6 +81,9 @@
  * rarely collide. */
 #define SYMTAB_LOOKUP_BITS 11
 #define SYMTAB_BYTE_BOOST 8
+/* Candidates sorted at a generation's end: 255 symbols and room for those
+ * a taken lookup slot turns away. */
+#define SYMTAB_BEST 2048
 /* Candidate indexes while training: the 255 codes, then 256 + b for an
  * escaped byte b. */
 #define SYMTAB_CAND 512
@@ -333,40 +337,128 @@ static size_t gatherCandidates(const symtab *t, const uint32_t *count1, const ui
             c[n++] = (symtabCand){.sym = s, .len = (uint8_t)l, .gain = (uint64_t)k * l};
         }
     }
-    qsort(c, n, sizeof(*c), candBySymbol);
+    /* Gains summed per distinct symbol: open addressing on the symbol. */
+    size_t slots = 1;
+    while (slots < 2 * n) slots *= 2;
+    uint32_t *at = zmalloc(slots * sizeof(*at));
+    memset(at, 0xff, slots * sizeof(*at));
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m && c[m - 1].len == c[i].len && c[m - 1].sym == c[i].sym) {
-            c[m - 1].gain += c[i].gain;
-        } else {
+        size_t h = (size_t)(((c[i].sym ^ ((uint64_t)c[i].len << 59)) * 0x9e3779b97f4a7c15ULL) >> 20) & (slots - 1);
+        while (at[h] != UINT32_MAX && (c[at[h]].sym != c[i].sym || c[at[h]].len != c[i].len)) h = (h + 1) & (slots - 1);
+        if (at[h] == UINT32_MAX) {
+            at[h] = (uint32_t)m;
             c[m++] = c[i];
+        } else {
+            c[at[h]].gain += c[i].gain;
         }
     }
+    zfree(at);
     *out = c;
     return m;
 }
 
-symtab *symtabTrain(const unsigned char *const *samples, const size_t *lens, size_t n) {
-    symtab *t = zmalloc(sizeof(*t));
-    tableReset(t);
-    tableFinish(t);
-    uint32_t *count1 = zmalloc(SYMTAB_CAND * sizeof(uint32_t));
-    uint32_t *count2 = zmalloc((size_t)SYMTAB_CAND * SYMTAB_CAND * sizeof(uint32_t));
-    for (int gen = 0; gen < SYMTAB_GENERATIONS; gen++) {
-        memset(count1, 0, SYMTAB_CAND * sizeof(uint32_t));
-        memset(count2, 0, (size_t)SYMTAB_CAND * SYMTAB_CAND * sizeof(uint32_t));
-        countUses(t, samples, lens, n, count1, count2);
-        symtabCand *c;
-        size_t m = gatherCandidates(t, count1, count2, &c);
-        qsort(c, m, sizeof(*c), candByGain);
-        tableReset(t);
-        for (size_t i = 0; i < m && t->nsymbols < SYMTAB_MAX_SYMBOLS; i++) tableAdd(t, c[i].sym, c[i].len);
-        tableFinish(t);
-        zfree(c);
+/* Moves the `k` best candidates (first in candByGain's order) to the
+ * front, in no particular order: a quickselect. */
+static void selectBest(symtabCand *c, size_t m, size_t k) {
+    size_t lo = 0, hi = m;
+    while (hi - lo > 1) {
+        symtabCand tmp, pivot;
+        size_t mid = lo + (hi - lo) / 2, store = lo;
+        tmp = c[mid], c[mid] = c[hi - 1], c[hi - 1] = tmp;
+        pivot = c[hi - 1];
+        for (size_t i = lo; i < hi - 1; i++) {
+            if (candByGain(&c[i], &pivot) < 0) tmp = c[i], c[i] = c[store], c[store++] = tmp;
+        }
+        tmp = c[store], c[store] = c[hi - 1], c[hi - 1] = tmp;
+        /* Now c[lo, store) come before the pivot at `store`, the rest after. */
+        if (store == k || store + 1 == k) return;
+        if (k < store) {
+            hi = store;
+        } else {
+            lo = store + 1;
+        }
     }
-    zfree(count1);
-    zfree(count2);
+}
+
+/* Training in steps: the state between them. */
+struct symtabTrainer {
+    const unsigned char *const *samples;
+    const size_t *lens;
+    size_t n;
+    size_t next; /* the next sample to count in this generation */
+    int gen;     /* generations done */
+    symtab *t;   /* the table of the generations done */
+    uint32_t *count1, *count2;
+};
+
+symtabTrainer *symtabTrainerCreate(const unsigned char *const *samples, const size_t *lens, size_t n) {
+    symtabTrainer *tr = zmalloc(sizeof(*tr));
+    tr->samples = samples;
+    tr->lens = lens;
+    tr->n = n;
+    tr->next = 0;
+    tr->gen = 0;
+    tr->t = zmalloc(sizeof(symtab));
+    tableReset(tr->t);
+    tableFinish(tr->t);
+    tr->count1 = zcalloc(SYMTAB_CAND * sizeof(uint32_t));
+    tr->count2 = zcalloc((size_t)SYMTAB_CAND * SYMTAB_CAND * sizeof(uint32_t));
+    return tr;
+}
+
+/* Builds the next generation's table from the counts, and clears them. */
+static void nextGeneration(symtabTrainer *tr) {
+    symtabCand *c;
+    size_t m = gatherCandidates(tr->t, tr->count1, tr->count2, &c);
+    /* Only the best few are needed in order: sorting them alone keeps a
+     * generation's end short (a full sort of tens of thousands took most
+     * of a training's time). The rest is sorted only if they do not
+     * yield 255 symbols that fit the lookup. */
+    size_t best = m < SYMTAB_BEST ? m : SYMTAB_BEST;
+    selectBest(c, m, best);
+    qsort(c, best, sizeof(*c), candByGain);
+    tableReset(tr->t);
+    for (size_t i = 0; i < m && tr->t->nsymbols < SYMTAB_MAX_SYMBOLS; i++) {
+        if (i == best) qsort(c + best, m - best, sizeof(*c), candByGain);
+        tableAdd(tr->t, c[i].sym, c[i].len);
+    }
+    tableFinish(tr->t);
+    zfree(c);
+    memset(tr->count1, 0, SYMTAB_CAND * sizeof(uint32_t));
+    memset(tr->count2, 0, (size_t)SYMTAB_CAND * SYMTAB_CAND * sizeof(uint32_t));
+    tr->next = 0;
+    tr->gen++;
+}
+
+int symtabTrainerStep(symtabTrainer *tr, size_t samples) {
+    if (tr->gen == SYMTAB_GENERATIONS) return 1;
+    size_t k = tr->n - tr->next < samples ? tr->n - tr->next : samples;
+    countUses(tr->t, tr->samples + tr->next, tr->lens + tr->next, k, tr->count1, tr->count2);
+    tr->next += k;
+    if (tr->next == tr->n) nextGeneration(tr);
+    return tr->gen == SYMTAB_GENERATIONS;
+}
+
+symtab *symtabTrainerFinish(symtabTrainer *tr) {
+    while (!symtabTrainerStep(tr, SIZE_MAX))
+        ;
+    symtab *t = tr->t;
+    zfree(tr->count1);
+    zfree(tr->count2);
+    zfree(tr);
     return t;
+}
+
+void symtabTrainerFree(symtabTrainer *tr) {
+    symtabFree(tr->t);
+    zfree(tr->count1);
+    zfree(tr->count2);
+    zfree(tr);
+}
+
+symtab *symtabTrain(const unsigned char *const *samples, const size_t *lens, size_t n) {
+    return symtabTrainerFinish(symtabTrainerCreate(samples, lens, n));
 }
 
 void symtabFree(symtab *t) {

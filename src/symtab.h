@@ -22,6 +22,17 @@ typedef struct symtab symtab;
 symtab *symtabTrain(const unsigned char *const *samples, const size_t *lens, size_t n);
 void symtabFree(symtab *t);
 
+/* The same training in steps, for a caller that must not stop for long:
+ * the samples stay the caller's and unchanged until the trainer is done.
+ * A step codes up to `samples` samples (and, at the end of a generation,
+ * chooses the next table's symbols); it returns 1 once training is done.
+ * Finish runs what is left and returns the table; Free drops it all. */
+typedef struct symtabTrainer symtabTrainer;
+symtabTrainer *symtabTrainerCreate(const unsigned char *const *samples, const size_t *lens, size_t n);
+int symtabTrainerStep(symtabTrainer *tr, size_t samples);
+symtab *symtabTrainerFinish(symtabTrainer *tr);
+void symtabTrainerFree(symtabTrainer *tr);
+
 /* Codes `len` bytes of `in` into `out`, which has room for
  * SYMTAB_ENCODE_BOUND(len) bytes; returns the bytes written. */
 size_t symtabEncode(const symtab *t, const unsigned char *in, size_t len, unsigned char *out);

@@ -1,6 +1,8 @@
 # String values held compressed with a symbol table the server trains from
 # its own values (src/strcomp.c, issue #46): no command can tell.
 #
+# - The cron trains a table once enough values are there, in steps, and
+#   its background pass codes them, and again those written meanwhile.
 # - DEBUG STRCOMP TRAIN trains a table now and DEBUG STRCOMP SWEEP runs the
 #   background pass to its end; OBJECT ENCODING then says "compressed" and
 #   MEMORY USAGE is smaller than the plain value's.
@@ -15,6 +17,8 @@
 # - A second table takes over; the pass recodes the first one's values and
 #   the first table is freed. Turned off, nothing new is compressed and
 #   what is compressed still reads.
+# - A primary and its replica each code their values; writes to coded
+#   values replicate, and both have the same digest.
 # - With the reference build: an RDB of compressed values loads there with
 #   the same digest (files hold plain values).
 
@@ -54,6 +58,26 @@ proc sc_info {field} {
 proc sc_check_model {model} {
     dict for {k v} $model {
         assert_equal $v [r get $k]
+    }
+}
+
+start_server {tags {"fork" "string"} overrides {string-compression yes string-compression-train-values 200}} {
+    test {The cron trains a table in steps and its pass codes every value} {
+        set model [sc_fill 600]
+        wait_for_condition 100 100 {
+            [sc_info current_table] >= 0 && [sc_info values] >= 590
+        } else {
+            fail "no table, or values left plain: [sc_info current_table] [sc_info values]"
+        }
+        assert_equal compressed [r object encoding k:42]
+        sc_check_model $model
+        # Writes since the pass started start another, which codes them.
+        for {set i 0} {$i < 1100} {incr i} { r set n:$i [sc_text $i] }
+        wait_for_condition 100 100 {
+            [r object encoding n:1099] eq "compressed"
+        } else {
+            fail "a second pass did not code the new values"
+        }
     }
 }
 
@@ -274,6 +298,32 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
             [sc_info values] == 0
         } else {
             fail "compressed values left after FLUSHALL ASYNC"
+        }
+    }
+}
+
+start_server {tags {"fork" "string" "repl"} overrides {string-compression yes}} {
+    start_server {overrides {string-compression yes}} {
+        test {A primary and its replica each code their values and agree on every digest} {
+            set primary [srv -1 client]
+            set replica [srv 0 client]
+            $replica replicaof [srv -1 host] [srv -1 port]
+            wait_for_sync $replica
+            for {set i 0} {$i < 1200} {incr i} { $primary set k:$i [sc_text $i] }
+            $primary debug strcomp train
+            $primary debug strcomp sweep
+            wait_for_ofs_sync $primary $replica
+            $replica debug strcomp train
+            $replica debug strcomp sweep
+            assert_equal compressed [$primary object encoding k:3]
+            assert_equal compressed [$replica object encoding k:3]
+            $primary append k:3 "+more"
+            $primary setrange k:4 0 "##"
+            $primary getex k:5 ex 1000
+            wait_for_ofs_sync $primary $replica
+            assert_equal [$primary debug digest] [$replica debug digest]
+            assert_equal "[sc_text 3]+more" [$replica get k:3]
+            assert_range [$replica ttl k:5] 990 1000
         }
     }
 }
