@@ -8,8 +8,9 @@
 #   MEMORY USAGE is smaller than the plain value's.
 # - Every string command answers as upstream's on compressed values, and a
 #   change replaces the value with a plain one: GET, MGET, GETRANGE,
-#   STRLEN, APPEND, SETRANGE, GETDEL, GETEX, GETSET, SET GET, LCS, the bit
-#   commands, SORT's GET patterns, scripts, INCR's error.
+#   STRLEN, APPEND, SETRANGE, GETDEL, GETEX, GETSET, SET GET, SET IFEQ, NX
+#   and XX, DELIFEQ, LCS, the bit commands, SORT's GET patterns, scripts,
+#   INCR's error.
 # - RENAME, MOVE and COPY keep the value compressed and its TTL; EXPIRE's
 #   GT, TTL and PERSIST see the key's time.
 # - A random differential run against a model, with the pass, DEBUG
@@ -136,6 +137,14 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         assert_equal "[format %c $first][string range $want 1 end]" [r get k:25]
         r bitfield k:26 set u8 0 65
         assert_equal "A[string range [sc_text 26] 1 end]" [r get k:26]
+        assert_equal {} [r set k:27 new3 ifeq "not the value"]
+        assert_equal OK [r set k:27 new3 ifeq [sc_text 27]]
+        assert_equal new3 [r get k:27]
+        assert_equal 0 [r delifeq k:28 "not the value"]
+        assert_equal 1 [r delifeq k:28 [sc_text 28]]
+        assert_equal OK [r set k:29 new4 xx]
+        assert_equal {} [r set k:30 new5 nx]
+        assert_equal compressed [r object encoding k:30]
     }
 
     test {GETEX, EXPIRE, TTL and PERSIST see the key's time} {
