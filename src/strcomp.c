@@ -38,8 +38,8 @@
  *
  * Generations. A table is trained once string-compression-train-values
  * distinct eligible values can be sampled, and again when the values
- * coded lately compress clearly worse than the table's own training
- * sample did (the data drifted). Training copies its samples and runs in
+ * coded lately (by the pass or on load) compress clearly worse than the
+ * table's own training sample did (the data drifted). Training copies its samples and runs in
  * steps within the cron's budget (symtabTrainerStep), so it never stops
  * the server for long. Values keep the table that coded them; each table counts
  * the values that use it (atomically: a lazy-free thread may free values)
@@ -83,7 +83,7 @@
  * from one table to the next when the data drifts. */
 #define STRCOMP_TRAIN_RETRY_SECONDS 1
 #define STRCOMP_RETRAIN_SECONDS 60
-/* Retrain when values coded on write over a window of this many times
+/* Retrain when the values coded over a window of this many times
  * train_values come out this much larger than the training sample did. */
 #define STRCOMP_DRIFT_WINDOW 4
 #define STRCOMP_DRIFT_FACTOR 1.15
@@ -120,7 +120,7 @@ static struct {
     int current; /* the table new values are coded with, -1 before the first */
     int tables;  /* tables alive */
     time_t next_train;
-    /* Values coded on write since the last check of drift. */
+    /* Values coded (by the pass or on load) since the last check of drift. */
     unsigned long long window_values, window_raw, window_coded;
     /* The background pass. */
     int pass_db;
@@ -221,6 +221,9 @@ static robj *compressBytes(const unsigned char *s, size_t len) {
     unsigned char *out = scratch(SYMTAB_ENCODE_BOUND(len) + 1);
     out[0] = (unsigned char)sc.current;
     size_t n = symtabEncode(sc.gen[sc.current].table, s, len, out + 1) + 1;
+    sc.window_values++;
+    sc.window_raw += len;
+    sc.window_coded += n < len ? n : len;
     if (n >= len) return NULL;
     robj *c = createStringObject((const char *)out, n);
     c->encoding = OBJ_ENCODING_COMPRESSED;
@@ -239,9 +242,6 @@ robj *strcompTryCompress(robj *val) {
     const unsigned char *s = objectGetVal(val);
     size_t len = sdslen(objectGetVal(val));
     robj *c = compressBytes(s, len);
-    sc.window_values++;
-    sc.window_raw += len;
-    sc.window_coded += c ? payloadLen(c) : len;
     if (!c) return val;
     c->lru = val->lru;
     decrRefCount(val);
@@ -397,7 +397,7 @@ static bool trainSteps(long long budget_us) {
     return true;
 }
 
-/* Whether the values coded on write lately compress clearly worse than
+/* Whether the values coded lately compress clearly worse than
  * the current table's training sample did. */
 static bool drifted(void) {
     if (sc.window_values < (unsigned long long)strcomp_config.train_values * STRCOMP_DRIFT_WINDOW) return false;
