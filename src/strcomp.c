@@ -288,9 +288,11 @@ static bool sampleable(const robj *o) {
 
 /* Picks up to `want` distinct values at random across the databases, at
  * most STRCOMP_SAMPLE_BYTES in all, and copies their plain bytes into
- * `arena` (compressed ones decoded); returns how many. */
-static size_t sampleValues(size_t want, unsigned char *arena, const unsigned char **v, size_t *len) {
+ * `arena` (compressed ones decoded); returns how many. `*full` says
+ * whether the bytes ran out before `want` values were found. */
+static size_t sampleValues(size_t want, unsigned char *arena, const unsigned char **v, size_t *len, bool *full) {
     size_t n = 0, bytes = 0, slots = 1;
+    *full = false;
     while (slots < 2 * want) slots *= 2;
     const void **seen = zcalloc(slots * sizeof(*seen)); /* open addressing on the object's address */
     int dbs[16], ndbs = 0;
@@ -312,7 +314,10 @@ static size_t sampleValues(size_t want, unsigned char *arena, const unsigned cha
         size_t l;
         const unsigned char *p = o->encoding == OBJ_ENCODING_COMPRESSED ? decodeValue(o, &l) : objectGetVal(o);
         if (o->encoding != OBJ_ENCODING_COMPRESSED) l = sdslen(objectGetVal(o));
-        if (bytes + l > STRCOMP_SAMPLE_BYTES) break;
+        if (bytes + l > STRCOMP_SAMPLE_BYTES) {
+            *full = true;
+            break;
+        }
         memcpy(arena + bytes, p, l);
         v[n] = arena + bytes;
         len[n++] = l;
@@ -332,17 +337,19 @@ static int freeGeneration(void) {
     return -1;
 }
 
-/* Starts training a table from `min` or more sampled values (copied, so
- * the keyspace may change meanwhile); returns whether it did. */
+/* Starts training a table from `min` or more sampled values, or as many
+ * as STRCOMP_SAMPLE_BYTES holds (copied, so the keyspace may change
+ * meanwhile); returns whether it did. */
 static bool trainStart(size_t min) {
     if (sc.job.tr || freeGeneration() < 0) return false;
     size_t want = (size_t)strcomp_config.train_values;
     sc.job.v = zmalloc(want * sizeof(*sc.job.v));
     sc.job.len = zmalloc(want * sizeof(*sc.job.len));
     sc.job.arena = zmalloc(STRCOMP_SAMPLE_BYTES);
-    sc.job.n = sampleValues(want, sc.job.arena, sc.job.v, sc.job.len);
+    bool full;
+    sc.job.n = sampleValues(want, sc.job.arena, sc.job.v, sc.job.len, &full);
     sc.window_values = sc.window_raw = sc.window_coded = 0;
-    if (sc.job.n < min || sc.job.n == 0) {
+    if ((sc.job.n < min && !full) || sc.job.n == 0) {
         trainDrop();
         return false;
     }

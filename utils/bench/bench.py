@@ -46,6 +46,7 @@ SIZES = {
         w1_n=2_000_000, w1_sample=100_000, w1_pipeline=250_000, w1_pairs=3,
         w2_n=500_000, w2_cluster=False,
         w6_n=1_000_000,
+        w9_n=200_000,
         w3_n=10_000, w3_rounds=1,
         w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
         w4_one_n=500_000,
@@ -59,6 +60,7 @@ SIZES = {
         w1_n=50_000_000, w1_sample=1_000_000, w1_pipeline=250_000, w1_pairs=3,
         w2_n=10_000_000, w2_cluster=True,
         w6_n=10_000_000,
+        w9_n=2_000_000,
         w3_n=10_000, w3_rounds=3,
         w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
         w4_one_n=5_000_000,
@@ -73,6 +75,7 @@ SIZES = {
         w1_n=200_000, w1_sample=50_000, w1_pipeline=250_000, w1_pairs=2,
         w2_n=20_000, w2_cluster=True,
         w6_n=20_000,
+        w9_n=5_000,
         w3_n=300, w3_rounds=2,
         w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
         w4_one_n=20_000,
@@ -84,7 +87,7 @@ SIZES = {
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
-PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w6_n=10_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
+PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w6_n=10_000_000, w9_n=2_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
                  w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000, w7_stall_n=50_000_000)
 
 W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
@@ -118,6 +121,10 @@ W6_CORPUS = Path("/usr/share/games/fortunes")
 W6_TEXT_LEN = (20, 140)
 W6_TTL = 86400
 W6_TARGETS = {"W6.ttl_cost": ("value", 4.0), "W6.ex.bpo": ("ref", 0.87)}
+# W9: JSON documents of 0.5-2 KB (utils/bench/w9docs.py: profiles, product records, events whose texts
+# come from fortunes and iso-codes), each with a TTL. Issue #46's target: ≤ 0.3× the reference's memory.
+W9_TTL = 86400
+W9_TARGETS = {"W9.bpo": ("ref", 0.3)}
 W7_SHAPES = [("int", "a"), ("seq", "b"), ("str", "c")]
 W7_SHAPE_TEXT = {"int": "distinct random integers below 10^8", "seq": "consecutive integers from 0",
                  "str": "distinct random 24-character strings"}
@@ -420,6 +427,7 @@ UNITS = {
     "B/member": (lambda v: f"{v:,.1f}", "B/member"),
     "B/key": (lambda v: f"{v:,.1f}", "B/key"),
     "B/object": (lambda v: f"{v:,.1f}", "B/object"),
+    "B/doc": (lambda v: f"{v:,.1f}", "B/document"),
     "B": (lambda v: f"{v:,.0f}", "B"),
     "ops/s": (lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}", "ops/s"),
     "members/s": (lambda v: f"{v:,.0f}", "members/s"),
@@ -794,6 +802,40 @@ class Bench:
             self.add("W6.ttl_cost", "W6", f"a TTL: `EX {W6_TTL}` minus without, per key", "B/key", "lower",
                      spec.name, 1, per_key[(spec.name, "ex")] - per_key[(spec.name, "plain")],
                      target=W6_TARGETS["W6.ttl_cost"])
+
+    # -- W9: JSON documents with a TTL
+
+    def w9(self):
+        import importlib.util as ilu
+        spec = ilu.spec_from_file_location("w9docs", Path(__file__).resolve().parent / "w9docs.py")
+        w9docs = ilu.module_from_spec(spec)
+        spec.loader.exec_module(w9docs)
+        n = self.cfg["w9_n"]
+        path = self.out / "w9.resp"
+        total = 0
+        with open(path, "wb") as f:
+            buf = []
+            for i, d in enumerate(w9docs.documents(n)):
+                b = d.encode()
+                total += len(b)
+                buf.append(resp_command("SET", "doc:%d" % i, b, "EX", W9_TTL))
+                if len(buf) == 10_000:
+                    f.write(b"".join(buf))
+                    buf = []
+            f.write(b"".join(buf))
+        cli = BUILD / "valkey" / "src" / "valkey-cli"
+        for spec_ in self.servers:
+            with self.server(spec_) as srv:
+                base = srv.used_memory()
+                took, keys, used = self.load_and_count(
+                    srv, spec_, [cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"], "W9 load", stdin=path)
+            bpo = (used - base) / keys
+            self.add("W9.bpo", "W9", f"`SET doc:<n> <json> EX {W9_TTL}`: bytes per document "
+                     "((used_memory − empty) / keys)", "B/doc", "lower", spec_.name, 1, bpo,
+                     target=W9_TARGETS["W9.bpo"])
+            log(f"  W9 {spec_.name}: {keys:,} documents of {total / n:.1f} B on average, used_memory "
+                f"{used / 1e6:,.1f} MB ({bpo:.1f} B/document), load {took:.1f} s")
+        path.unlink()
 
     # -- W3: SET vs HASH vs ZSET, MEMORY USAGE after every insert
 
@@ -1417,7 +1459,7 @@ class Bench:
         if not self.pin:
             log("warning: fewer than 2 CPUs; server and client are not pinned")
         for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5),
-                      ("W6", self.w6), ("W7", self.w7), ("W8", self.w8)):
+                      ("W6", self.w6), ("W7", self.w7), ("W8", self.w8), ("W9", self.w9)):
             if not self.wanted(w):
                 continue
             busy = cpu_busy()
@@ -1551,7 +1593,7 @@ class Bench:
         charts = self.charts()
         md = self.markdown(charts, docs=False)
         (self.out / "results.md").write_text(md)
-        for w in ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"):
+        for w in ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"):
             if any(f.workload == w for f in self.results.figures.values()):
                 log("\n" + self.workload_table(w))
         if self.w8_sweep_table():
@@ -1717,7 +1759,8 @@ class Bench:
                          ("W5", "W5 — operations on one sorted set of 1M members"),
                          ("W6", "W6 — short texts, with and without a TTL"),
                          ("W7", "W7 — big sets"),
-                         ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write")):
+                         ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write"),
+                         ("W9", "W9 — JSON documents with a TTL")):
             if not any(f.workload == w for f in self.results.figures.values()):
                 continue
             L.append(f"## {title}")
@@ -1760,6 +1803,7 @@ class Bench:
                  + scaled(c["w2_n"], PUBLISHED["w2_n"]))
         L.append(f"- W3: {c['w3_n']:,} inserts per type")
         L.append(f"- W6: {c['w6_n']:,} keys, without and with a TTL" + scaled(c["w6_n"], PUBLISHED["w6_n"]))
+        L.append(f"- W9: {c['w9_n']:,} documents with a TTL" + scaled(c["w9_n"], PUBLISHED["w9_n"]))
         k = c["w4_keys"]
         L.append(f"- W4: {k['listpack']:,} keys (listpack profile) and {k['big']:,} keys (big profile), one ZADD "
                  f"each; ZRANGEBYSCORE for {c['w4_query_s']:g} s from {W4_CONNS} connections; one key of "
@@ -1803,12 +1847,17 @@ HEADLINES = [
     "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
     "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
     "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
-    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W6.ex.bpo", "W6.ttl_cost", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W6.ex.bpo", "W6.ttl_cost", "W9.bpo", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
     "W7.int.sismember.16.ops", "W7.str.sismember.16.ops", "W7.int.sintercard.1.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
     "W8.c.peak", "W8.c.peak_s",
 ]
 
 W_TEXT = {
+    "W9": "`SET doc:<n> <json> EX 86400` for 0.5–2 KB documents of three schemas in turn (profiles, product "
+          "records, events; `utils/bench/w9docs.py`), their texts fortunes quotes and names and iso-codes' "
+          "countries, regions, currencies and languages, their ids, numbers and times random; sent with "
+          "`valkey-cli --pipe`. Ours holds them compressed once its background pass has run (the bench runs "
+          "it to its end). Target (issue #46): ≤ 0.3× the reference's bytes per document.",
     "W1": "One sorted set; `ZADD key i m:{i}` for i = 0 … N−1 in pipelines of 250,000 commands; "
           "`INFO memory cpu` rides in the stream after every sample interval. Published (Graviton4): "
           "Valkey 8.1 3.77 GB at 50M (≈ 75 bytes per member), 8.0 4.83 GB.",
