@@ -76,10 +76,10 @@ test-modules: all test-deps
 
 # The same tree built again with AddressSanitizer and UndefinedBehaviorSanitizer
 # (build/san: a copy of build/valkey, so its links into src/ and tests/ still
-# resolve), then the tests that touch sorted sets most.
+# resolve), then the tests that touch sorted sets, TTLs and strings most.
 SAN := build/san
 SAN_TESTS := unit/type/zset unit/type/set unit/type/fork-set unit/type/fork-zprefetch unit/geo unit/sort unit/dump unit/scan unit/keyspace \
-	unit/expire unit/fork-keyttl \
+	unit/expire unit/fork-keyttl unit/type/string unit/type/incr unit/type/fork-strcomp \
 	unit/cluster/fork-pubsub-bus \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load
