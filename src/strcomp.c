@@ -6,7 +6,9 @@
 /* String values held compressed
  * =============================
  *
- * A string value of string-compression-min-size to -max-size bytes may be
+ * With string-compression on (off by default until reads of coded values
+ * at pipeline 16 are as fast as upstream's: docs/engine.md part 7), a
+ * string value of string-compression-min-size to -max-size bytes may be
  * held coded with a symbol table (symtab.c) that the server trains from a
  * sample of its own values. Such a value is an object of encoding
  * OBJ_ENCODING_COMPRESSED whose value bytes (an sds, embedded with the key
@@ -96,7 +98,7 @@
  * started (those made while it ran may be behind its cursor). */
 #define STRCOMP_PASS_DIRTY 1000
 
-strcompConfigs strcomp_config = {.enabled = 1,
+strcompConfigs strcomp_config = {.enabled = 0,
                                  .min_size = 16,
                                  .max_size = 4096,
                                  .train_values = 1000,
