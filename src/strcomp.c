@@ -193,16 +193,15 @@ void strcompFreeValue(robj *o) {
     if (!o->hasembval) sdsfree(o->val_ptr);
 }
 
-/* The plain bytes of a compressed value, in the shared buffer. */
+/* The plain bytes of a compressed value, in the shared buffer: decoded in
+ * one pass into room for the most its codes can give (8 bytes a code). */
 static const unsigned char *decodeValue(const robj *o, size_t *len) {
     const unsigned char *p = payloadOf(o);
-    const symtab *t = sc.gen[p[0]].table;
     size_t plen = payloadLen(o) - 1;
-    size_t cap = symtabDecodedLen(t, p + 1, plen);
-    serverAssert(cap != SIZE_MAX);
-    unsigned char *out = scratch(cap + 8);
-    *len = symtabDecode(t, p + 1, plen, out, cap + 8);
-    serverAssert(*len == cap);
+    size_t cap = plen * 8 + 8;
+    unsigned char *out = scratch(cap);
+    *len = symtabDecode(sc.gen[p[0]].table, p + 1, plen, out, cap);
+    serverAssert(*len != SIZE_MAX);
     return out;
 }
 
