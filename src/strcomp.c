@@ -120,7 +120,6 @@ typedef struct {
 static struct {
     strcompGen gen[STRCOMP_GENERATIONS];
     int current; /* the table new values are coded with, -1 before the first */
-    int tables;  /* tables alive */
     time_t next_train;
     /* Values coded (by the pass or on load) since the last check of drift. */
     unsigned long long window_values, window_raw, window_coded;
@@ -195,7 +194,7 @@ void strcompFreeValue(robj *o) {
 
 /* The plain bytes of a compressed value, in the shared buffer: decoded in
  * one pass into room for the most its codes can give (8 bytes a code). */
-static const unsigned char *decodeValue(const robj *o, size_t *len) {
+const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
     const unsigned char *p = payloadOf(o);
     size_t plen = payloadLen(o) - 1;
     size_t cap = plen * 8 + 8;
@@ -205,13 +204,9 @@ static const unsigned char *decodeValue(const robj *o, size_t *len) {
     return out;
 }
 
-const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
-    return decodeValue(o, len);
-}
-
 robj *strcompDecodeObject(const robj *o) {
     size_t len;
-    const unsigned char *s = decodeValue(o, &len);
+    const unsigned char *s = strcompPlainBytes(o, &len);
     return createStringObject((const char *)s, len);
 }
 
@@ -254,7 +249,7 @@ robj *strcompTryCompress(robj *val) {
 robj *strcompReadable(robj *val) {
     if (val->encoding != OBJ_ENCODING_COMPRESSED) return val;
     size_t len;
-    const unsigned char *s = decodeValue(val, &len);
+    const unsigned char *s = strcompPlainBytes(val, &len);
     robj *t = createStringObjectWithExpire((const char *)s, len, objectGetExpire(val));
     t->lru = val->lru;
     incrRefCount(t); /* the reference held for it, see the invariants */
@@ -313,7 +308,7 @@ static size_t sampleValues(size_t want, unsigned char *arena, const unsigned cha
         if (seen[h & (slots - 1)]) continue;
         seen[h & (slots - 1)] = o;
         size_t l;
-        const unsigned char *p = o->encoding == OBJ_ENCODING_COMPRESSED ? decodeValue(o, &l) : objectGetVal(o);
+        const unsigned char *p = o->encoding == OBJ_ENCODING_COMPRESSED ? strcompPlainBytes(o, &l) : objectGetVal(o);
         if (o->encoding != OBJ_ENCODING_COMPRESSED) l = sdslen(objectGetVal(o));
         if (bytes + l > STRCOMP_SAMPLE_BYTES) {
             *full = true;
@@ -386,7 +381,6 @@ static int trainInstall(void) {
     sc.gen[g].table = t;
     sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
     sc.current = g;
-    sc.tables++;
     passStart();
     serverLog(LL_VERBOSE, "String compression: table %d trained from %zu values (%.3f)", g, sc.job.n,
               sc.gen[g].trained_ratio);
@@ -421,7 +415,6 @@ static void freeUnusedTables(void) {
         if (atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed)) continue;
         symtabFree(sc.gen[g].table);
         sc.gen[g].table = NULL;
-        sc.tables--;
     }
 }
 
@@ -548,12 +541,14 @@ void strcompCron(void) {
 typedef struct {
     unsigned long long values, raw, coded;
     size_t table_bytes;
+    int tables;
 } strcompTotals;
 
 static strcompTotals totals(void) {
     strcompTotals t = {0};
     for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
         if (!sc.gen[g].table) continue;
+        t.tables++;
         t.values += atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed);
         t.raw += atomic_load_explicit(&sc.gen[g].raw_bytes, memory_order_relaxed);
         t.coded += atomic_load_explicit(&sc.gen[g].coded_bytes, memory_order_relaxed);
@@ -573,7 +568,7 @@ char *strcompInfo(char *info) {
                         "string_compression_current_table:%d\r\n"
                         "string_compression_passes:%llu\r\n"
                         "string_compression_cycle_us_max:%lld\r\n",
-                        t.values, t.raw, t.coded, sc.tables, t.table_bytes, sc.current, sc.passes, sc.cycle_us_max);
+                        t.values, t.raw, t.coded, t.tables, t.table_bytes, sc.current, sc.passes, sc.cycle_us_max);
 }
 
 /* DEBUG STRCOMP TRAIN: trains a new table now, from any number of

@@ -777,20 +777,25 @@ class Bench:
             f.write(b"".join(buf))
         return sum(len(enc[(i * 7919) % len(enc)]) for i in range(min(n, 1_000_000))) / min(n, 1_000_000)
 
+    def pipe_load_bytes(self, spec, path, what):
+        """Sends a RESP file to a fresh server with valkey-cli --pipe; returns the load's seconds,
+        DBSIZE, used_memory and the bytes a key takes ((used_memory − empty) / keys)."""
+        cli = BUILD / "valkey" / "src" / "valkey-cli"
+        with self.server(spec) as srv:
+            base = srv.used_memory()
+            took, keys, used = self.load_and_count(
+                srv, spec, [cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"], what, stdin=path)
+        return took, keys, used, (used - base) / keys
+
     def w6(self):
         n = self.cfg["w6_n"]
         texts = self.w6_texts()
-        cli = BUILD / "valkey" / "src" / "valkey-cli"
         per_key = {}
         for mode, ttl in (("plain", 0), ("ex", W6_TTL)):
             path = self.out / f"w6_{mode}.resp"
             avg = self.w6_stream(path, n, texts, ttl)
             for spec in self.servers:
-                with self.server(spec) as srv:
-                    base = srv.used_memory()
-                    took, keys, used = self.load_and_count(
-                        srv, spec, [cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"], "W6 load", stdin=path)
-                bpo = (used - base) / keys
+                took, keys, used, bpo = self.pipe_load_bytes(spec, path, "W6 load")
                 per_key[(spec.name, mode)] = bpo
                 label = f"`SET k v EX {W6_TTL}`" if ttl else "`SET k v`"
                 self.add(f"W6.{mode}.bpo", "W6", f"{label}: bytes per object ((used_memory − empty) / keys)",
@@ -823,13 +828,8 @@ class Bench:
                     f.write(b"".join(buf))
                     buf = []
             f.write(b"".join(buf))
-        cli = BUILD / "valkey" / "src" / "valkey-cli"
         for spec_ in self.servers:
-            with self.server(spec_) as srv:
-                base = srv.used_memory()
-                took, keys, used = self.load_and_count(
-                    srv, spec_, [cli, "-h", "127.0.0.1", "-p", srv.port, "--pipe"], "W9 load", stdin=path)
-            bpo = (used - base) / keys
+            took, keys, used, bpo = self.pipe_load_bytes(spec_, path, "W9 load")
             self.add("W9.bpo", "W9", f"`SET doc:<n> <json> EX {W9_TTL}`: bytes per document "
                      "((used_memory − empty) / keys)", "B/doc", "lower", spec_.name, 1, bpo,
                      target=W9_TARGETS["W9.bpo"])
