@@ -24,8 +24,11 @@
  * FF 'd' (8 bytes for 7: it would stay plain, see below).
  *
  * Who sees what:
- * - Commands never see a compressed value. lookupKey() hands them a
- *   temporary plain copy (strcompReadable), which lives until the
+ * - Commands never see a compressed value. GET, MGET, GETRANGE, STRLEN
+ *   and APPEND look up the stored object (LOOKUP_STORED) and decode it
+ *   straight into their reply or new value (strcompAddReplyBulk,
+ *   strcompPlainBytes, dbUnshareStringValue). For all others lookupKey()
+ *   hands them a temporary plain copy (strcompReadable), which lives until the
  *   execution unit that asked for it ends (exitExecutionUnit calls
  *   strcompReleaseTemps). A temporary starts with two references, one of
  *   them held for it, so that code that changes a string in place only
@@ -50,8 +53,9 @@
  * free one.
  *
  * When values are coded:
- * - on write, where the server stores a value (db.c calls
- *   strcompTryCompress), once a table exists;
+ * - on load, where an RDB's value is stored (dbAddRDBLoad calls
+ *   strcompTryCompress), once a table exists; not on write, where the
+ *   value is also the command's argv, read again to propagate it;
  * - by the background pass, string-compression-cycle-us of each cron call:
  *   values stored before the table existed, values changed in place
  *   (APPEND, SETRANGE, SETBIT...), values loaded from an RDB or AOF, and
@@ -162,33 +166,46 @@ static inline const unsigned char *payloadOf(const robj *o) {
     return objectGetVal(o);
 }
 
-static inline size_t payloadLen(const robj *o) {
-    return sdslen(objectGetVal(o));
-}
-
-size_t strcompDecodedLen(const robj *o) {
-    const unsigned char *p = payloadOf(o);
-    size_t len = symtabDecodedLen(sc.gen[p[0]].table, p + 1, payloadLen(o) - 1);
+/* The decoded length of the coded value `p` of `plen` bytes (gen byte
+ * included). */
+static size_t decodedLen(const unsigned char *p, size_t plen) {
+    size_t len = symtabDecodedLen(sc.gen[p[0]].table, p + 1, plen - 1);
     serverAssert(len != SIZE_MAX);
     return len;
 }
 
-void strcompRetain(const robj *o) {
-    strcompGen *g = &sc.gen[payloadOf(o)[0]];
+size_t strcompDecodedLen(const robj *o) {
+    const unsigned char *p = payloadOf(o);
+    return decodedLen(p, sdslen((sds)p));
+}
+
+/* Counts a value in (+1) or out (-1) of its table's figures. */
+static void countValue(const robj *o, int sign) {
+    const unsigned char *p = payloadOf(o);
+    size_t plen = sdslen((sds)p);
+    strcompGen *g = &sc.gen[p[0]];
     serverAssert(g->table != NULL);
-    atomic_fetch_add_explicit(&g->values, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g->raw_bytes, strcompDecodedLen(o), memory_order_relaxed);
-    atomic_fetch_add_explicit(&g->coded_bytes, payloadLen(o), memory_order_relaxed);
+    unsigned long long raw = decodedLen(p, plen);
+    if (sign < 0) {
+        atomic_fetch_sub_explicit(&g->raw_bytes, raw, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&g->coded_bytes, plen, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&g->values, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&g->values, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g->raw_bytes, raw, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g->coded_bytes, plen, memory_order_relaxed);
+    }
+}
+
+void strcompRetain(const robj *o) {
+    countValue(o, 1);
 }
 
 /* Drops a freed object's reference to its table; frees its value when it
  * is allocated apart. */
 void strcompFreeValue(robj *o) {
     if (!o->hasembval && o->val_ptr == NULL) return; /* its value moved to another object */
-    strcompGen *g = &sc.gen[payloadOf(o)[0]];
-    atomic_fetch_sub_explicit(&g->raw_bytes, strcompDecodedLen(o), memory_order_relaxed);
-    atomic_fetch_sub_explicit(&g->coded_bytes, payloadLen(o), memory_order_relaxed);
-    atomic_fetch_sub_explicit(&g->values, 1, memory_order_relaxed);
+    countValue(o, -1);
     if (!o->hasembval) sdsfree(o->val_ptr);
 }
 
@@ -196,12 +213,22 @@ void strcompFreeValue(robj *o) {
  * one pass into room for the most its codes can give (8 bytes a code). */
 const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
     const unsigned char *p = payloadOf(o);
-    size_t plen = payloadLen(o) - 1;
+    size_t plen = sdslen((sds)p) - 1;
     size_t cap = plen * 8 + 8;
     unsigned char *out = scratch(cap);
     *len = symtabDecode(sc.gen[p[0]].table, p + 1, plen, out, cap);
     serverAssert(*len != SIZE_MAX);
     return out;
+}
+
+void strcompAddReplyBulk(client *c, robj *o) {
+    if (o->encoding != OBJ_ENCODING_COMPRESSED) {
+        addReplyBulk(c, o);
+        return;
+    }
+    size_t len;
+    const unsigned char *s = strcompPlainBytes(o, &len);
+    addReplyBulkCBuffer(c, s, len);
 }
 
 robj *strcompDecodeObject(const robj *o) {

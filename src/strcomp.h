@@ -34,6 +34,11 @@ struct serverObject *strcompTryCompress(struct serverObject *val);
  * ends; any other value is returned as it is. */
 struct serverObject *strcompReadable(struct serverObject *val);
 
+/* Replies with a string value (addReplyBulk), a compressed one decoded
+ * straight into the reply: GET, MGET and the like read through this with
+ * LOOKUP_STORED, and no temporary is made. */
+void strcompAddReplyBulk(struct client *c, struct serverObject *o);
+
 /* Releases the temporaries of execution units deeper than `nesting` (-1:
  * all of them, outside any unit). */
 void strcompReleaseTemps(int nesting);

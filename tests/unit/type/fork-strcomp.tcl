@@ -109,7 +109,13 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
     test {Read commands on compressed values} {
         set t [sc_text 11]
         assert_equal [string range $t 2 9] [r getrange k:11 2 9]
-        assert_equal [list [sc_text 12] [sc_text 13] {}] [r mget k:12 k:13 nokey]
+        assert_equal [string range $t end-4 end] [r getrange k:11 -5 -1]
+        assert_equal {} [r getrange k:11 5 2]
+        assert_equal [string length $t] [r strlen k:11]
+        assert_equal compressed [r object encoding k:11]
+        r rpush sc:notastring x
+        assert_equal [list [sc_text 12] [sc_text 13] {} {}] [r mget k:12 k:13 nokey sc:notastring]
+        r del sc:notastring
         assert_equal $t [r lcs k:11 k:11]
         assert_equal [sc_text 14] [r eval {return redis.call('get', KEYS[1])} 1 k:14]
         r rpush sc:list 15 16
