@@ -46,9 +46,10 @@
  * coded lately (by the pass or on load) compress clearly worse than the
  * table's own training sample did (the data drifted). Training copies its samples and runs in
  * steps within the cron's budget (symtabTrainerStep), so it never stops
- * the server for long. Values keep the table that coded them; each table counts
- * the values that use it (atomically: a lazy-free thread may free values)
- * and is freed by the cron once it has none and a newer one exists. At
+ * the server for long. Values keep the table that coded them; each table
+ * counts the values that use it (atomically outside the main thread: a
+ * lazy-free thread may free values) and is freed by the cron once it has
+ * none and a newer one exists. At
  * most STRCOMP_GENERATIONS tables live at once; retraining waits for a
  * free one.
  *
@@ -64,7 +65,7 @@
  * stays as it is.
  *
  * Invariants:
- * - gen[g].values is the number of live objects of encoding
+ * - gen[g]'s values (mine + theirs) is the number of live objects of encoding
  *   OBJ_ENCODING_COMPRESSED whose first value byte is g; gen[g].table is
  *   non-NULL while it is non-zero or g is the current table.
  * - Every temporary in `temps` has one reference held for it and one for
@@ -110,10 +111,16 @@ strcompConfigs strcomp_config = {.enabled = 0,
 
 typedef struct {
     symtab *table;
-    atomic_ullong values;
-    atomic_ullong raw_bytes;   /* decoded bytes of its values */
-    atomic_ullong coded_bytes; /* coded bytes of its values, the gen byte included */
-    double trained_ratio;      /* raw / coded over its training sample */
+    /* Its values, their decoded bytes and their coded bytes (the gen byte
+     * included): the main thread counts them in `mine`, other threads (a
+     * lazy free) atomically in `theirs`; each figure is the sum of both. */
+    struct {
+        long long values, raw_bytes, coded_bytes;
+    } mine;
+    struct {
+        atomic_llong values, raw_bytes, coded_bytes;
+    } theirs;
+    double trained_ratio; /* raw / coded over its training sample */
 } strcompGen;
 
 typedef struct {
@@ -179,22 +186,38 @@ size_t strcompDecodedLen(const robj *o) {
     return decodedLen(p, sdslen((sds)p));
 }
 
+/* Set in the main thread (by the cron): its counts need no atomics. */
+static _Thread_local bool in_main_thread;
+
 /* Counts a value in (+1) or out (-1) of its table's figures. */
 static void countValue(const robj *o, int sign) {
     const unsigned char *p = payloadOf(o);
     size_t plen = sdslen((sds)p);
     strcompGen *g = &sc.gen[p[0]];
     serverAssert(g->table != NULL);
-    unsigned long long raw = decodedLen(p, plen);
-    if (sign < 0) {
-        atomic_fetch_sub_explicit(&g->raw_bytes, raw, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&g->coded_bytes, plen, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&g->values, 1, memory_order_relaxed);
+    long long raw = sign * (long long)decodedLen(p, plen), coded = sign * (long long)plen;
+    if (in_main_thread) {
+        g->mine.values += sign;
+        g->mine.raw_bytes += raw;
+        g->mine.coded_bytes += coded;
     } else {
-        atomic_fetch_add_explicit(&g->values, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&g->raw_bytes, raw, memory_order_relaxed);
-        atomic_fetch_add_explicit(&g->coded_bytes, plen, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g->theirs.values, sign, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g->theirs.raw_bytes, raw, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g->theirs.coded_bytes, coded, memory_order_relaxed);
     }
+}
+
+/* A table's figures (the main thread's). */
+static unsigned long long genValues(strcompGen *g) {
+    return g->mine.values + atomic_load_explicit(&g->theirs.values, memory_order_relaxed);
+}
+
+static unsigned long long genRawBytes(strcompGen *g) {
+    return g->mine.raw_bytes + atomic_load_explicit(&g->theirs.raw_bytes, memory_order_relaxed);
+}
+
+static unsigned long long genCodedBytes(strcompGen *g) {
+    return g->mine.coded_bytes + atomic_load_explicit(&g->theirs.coded_bytes, memory_order_relaxed);
 }
 
 void strcompRetain(const robj *o) {
@@ -439,7 +462,7 @@ static bool drifted(void) {
 static void freeUnusedTables(void) {
     for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
         if (g == sc.current || !sc.gen[g].table) continue;
-        if (atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed)) continue;
+        if (genValues(&sc.gen[g])) continue;
         symtabFree(sc.gen[g].table);
         sc.gen[g].table = NULL;
     }
@@ -550,6 +573,7 @@ static void cronWork(void) {
 }
 
 void strcompCron(void) {
+    in_main_thread = true;
     freeUnusedTables();
     if (!strcomp_config.enabled) {
         if (sc.job.tr) trainDrop();
@@ -576,9 +600,9 @@ static strcompTotals totals(void) {
     for (int g = 0; g < STRCOMP_GENERATIONS; g++) {
         if (!sc.gen[g].table) continue;
         t.tables++;
-        t.values += atomic_load_explicit(&sc.gen[g].values, memory_order_relaxed);
-        t.raw += atomic_load_explicit(&sc.gen[g].raw_bytes, memory_order_relaxed);
-        t.coded += atomic_load_explicit(&sc.gen[g].coded_bytes, memory_order_relaxed);
+        t.values += genValues(&sc.gen[g]);
+        t.raw += genRawBytes(&sc.gen[g]);
+        t.coded += genCodedBytes(&sc.gen[g]);
         t.table_bytes += symtabBytes(sc.gen[g].table);
     }
     return t;

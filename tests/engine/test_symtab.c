@@ -202,6 +202,28 @@ static void test_malformed(void **state) {
     unsigned char esc[] = {255};
     assert_int_equal(symtabDecode(t, esc, 1, out, sizeof(out)), SIZE_MAX);
     assert_int_equal(symtabDecodedLen(t, esc, 1), SIZE_MAX);
+    /* An unused code among eight or more plain codes (the length's
+     * word-at-a-time path) is refused, wherever it sits. */
+    unsigned char wide[16 * 8 + 8];
+    int n0 = symtabSymbols(t);
+    assert_true(n0 < 255);
+    for (int at = 0; at < 16; at++) {
+        unsigned char run[16];
+        memset(run, 0, sizeof(run));
+        run[at] = (unsigned char)n0;
+        assert_int_equal(symtabDecodedLen(t, run, sizeof(run)), SIZE_MAX);
+        assert_int_equal(symtabDecode(t, run, sizeof(run), wide, sizeof(wide)), SIZE_MAX);
+    }
+    /* An escape at each place of a word, its literal the escape's own byte. */
+    for (int at = 0; at < 15; at++) {
+        unsigned char run[16];
+        memset(run, 0, sizeof(run));
+        run[at] = 255;
+        run[at + 1] = 255;
+        size_t want = symtabDecode(t, run, sizeof(run), wide, sizeof(wide));
+        assert_true(want != SIZE_MAX);
+        assert_int_equal(symtabDecodedLen(t, run, sizeof(run)), want);
+    }
     unsigned char two[] = {255, 'a', 255};
     assert_int_equal(symtabDecode(t, two, 3, out, sizeof(out)), SIZE_MAX);
     assert_int_equal(symtabDecode(t, two, 2, out, sizeof(out)), 1);
