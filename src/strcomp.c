@@ -102,6 +102,13 @@
 /* A new pass starts when this many writes happened since the last one
  * started (those made while it ran may be behind its cursor). */
 #define STRCOMP_PASS_DIRTY 1000
+/* A pass that codes fewer than one in STRCOMP_PASS_FUTILE of the plain
+ * values it tries (incompressible data) doubles the writes the next one
+ * waits for, up to STRCOMP_PASS_DIRTY << STRCOMP_PASS_BACKOFF_MAX; one
+ * that codes more starts the wait over. So a keyspace of values that do
+ * not code smaller costs passes ever more seldom, not the whole budget. */
+#define STRCOMP_PASS_FUTILE 16
+#define STRCOMP_PASS_BACKOFF_MAX 10
 
 strcompConfigs strcomp_config = {.enabled = 0,
                                  .min_size = 16,
@@ -138,7 +145,9 @@ static struct {
     int pass_db;
     unsigned long long pass_cursor;
     int pass_running;
-    long long pass_start_dirty; /* server.dirty when the pass (last) started */
+    long long pass_start_dirty;                /* server.dirty when the pass (last) started */
+    unsigned long long pass_tried, pass_coded; /* plain values, this pass */
+    int pass_backoff;                          /* the wait is STRCOMP_PASS_DIRTY << this */
     unsigned long long passes, recoded;
     long long cycle_us_max; /* the longest cron call's work, µs */
     /* A table being trained, in steps, from copied samples. */
@@ -431,6 +440,7 @@ static int trainInstall(void) {
     sc.gen[g].table = t;
     sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
     sc.current = g;
+    sc.pass_backoff = 0; /* values the last table left may code with this one */
     passStart();
     serverLog(LL_VERBOSE, "String compression: table %d trained from %zu values (%.3f)", g, sc.job.n,
               sc.gen[g].trained_ratio);
@@ -475,6 +485,16 @@ static void passStart(void) {
     sc.pass_db = 0;
     sc.pass_cursor = 0;
     sc.pass_start_dirty = server.dirty;
+    sc.pass_tried = sc.pass_coded = 0;
+}
+
+/* At a pass's end: how long the next one waits (see STRCOMP_PASS_FUTILE). */
+static void passBackoff(void) {
+    if (sc.pass_coded * STRCOMP_PASS_FUTILE < sc.pass_tried) {
+        if (sc.pass_backoff < STRCOMP_PASS_BACKOFF_MAX) sc.pass_backoff++;
+    } else {
+        sc.pass_backoff = 0;
+    }
 }
 
 typedef struct {
@@ -504,6 +524,10 @@ static void recodeKey(serverDb *db, sds key) {
     const unsigned char *s = plain ? objectGetVal(plain) : objectGetVal(o);
     size_t len = plain ? sdslen(objectGetVal(plain)) : sdslen(objectGetVal(o));
     robj *c = compressBytes(s, len);
+    if (!plain) {
+        sc.pass_tried++;
+        sc.pass_coded += c != NULL;
+    }
     if (!c && !plain) return;
     robj *val = c ? c : plain;
     if (c && plain) decrRefCount(plain);
@@ -540,6 +564,7 @@ static void runPass(long long budget_us) {
             sc.pass_running = 0;
             /* Writes made while it ran, behind its cursor, wait for the next. */
             sc.passes++;
+            passBackoff();
             break;
         }
         if (budget_us >= 0 && (long long)elapsedUs(start) >= budget_us) break;
@@ -567,7 +592,8 @@ static void cronWork(void) {
         return;
     }
     if (sc.current < 0) return;
-    if (!sc.pass_running && server.dirty - sc.pass_start_dirty >= STRCOMP_PASS_DIRTY) passStart();
+    if (!sc.pass_running && server.dirty - sc.pass_start_dirty >= (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff)
+        passStart();
     long long left = budget - (long long)elapsedUs(start);
     if (left > 0) runPass(left);
 }
@@ -618,8 +644,10 @@ char *strcompInfo(char *info) {
                         "string_compression_table_bytes:%zu\r\n"
                         "string_compression_current_table:%d\r\n"
                         "string_compression_passes:%llu\r\n"
+                        "string_compression_pass_wait:%lld\r\n"
                         "string_compression_cycle_us_max:%lld\r\n",
-                        t.values, t.raw, t.coded, t.tables, t.table_bytes, sc.current, sc.passes, sc.cycle_us_max);
+                        t.values, t.raw, t.coded, t.tables, t.table_bytes, sc.current, sc.passes,
+                        (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff, sc.cycle_us_max);
 }
 
 /* DEBUG STRCOMP TRAIN: trains a new table now, from any number of

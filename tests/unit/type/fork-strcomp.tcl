@@ -17,7 +17,8 @@
 #   RELOAD, DUMP/RESTORE and an AOF rewrite in the stream.
 # - A second table takes over; the pass recodes the first one's values and
 #   the first table is freed. Turned off, nothing new is compressed and
-#   what is compressed still reads.
+#   what is compressed still reads. A pass over values that do not code
+#   smaller makes the next one wait for twice the writes.
 # - A primary and its replica each code their values; writes to coded
 #   values replicate, and both have the same digest.
 # - With the reference build: an RDB of compressed values loads there with
@@ -305,6 +306,31 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         assert_equal compressed [r object encoding k:1]
         assert_equal [sc_text 1] [r get k:1]
         r config set string-compression yes
+    }
+
+    test {A pass that codes next to nothing waits ever longer for the next} {
+        r flushall
+        set rnd {}
+        for {set i 0} {$i < 300} {incr i} {
+            set v [randstring 100 100 binary]
+            r set rnd:$i $v
+            dict set rnd rnd:$i $v
+        }
+        # (the cron's own pass may have run over them too)
+        r debug strcomp sweep
+        set wait [sc_info pass_wait]
+        assert_morethan_equal $wait 2000
+        r debug strcomp sweep
+        assert_equal [expr {2 * $wait}] [sc_info pass_wait]
+        assert_equal 0 [sc_info values]
+        sc_check_model $rnd
+        # Values that code again start the wait over.
+        set model [sc_fill 300]
+        r debug strcomp sweep
+        assert_equal 1000 [sc_info pass_wait]
+        assert_equal 300 [sc_info values]
+        sc_check_model $rnd
+        sc_check_model $model
     }
 
     test {FLUSHALL ASYNC frees every compressed value} {
