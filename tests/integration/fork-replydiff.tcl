@@ -81,6 +81,16 @@
 # base fixed per stream), so DEBUG DIGEST, which mixes the times in, is
 # compared exactly too; the final check compares each key's PEXPIRETIME.
 #
+# The `strings` stream (issue #46) runs every string command and option
+# (SET with absolute expiries, NX/XX, GET and IFEQ; GET, MGET, GETRANGE,
+# SUBSTR, STRLEN, APPEND, SETRANGE, GETDEL, GETEX, GETSET, SETNX, MSET,
+# MSETNX, MSETEX, DELIFEQ, the INCR family, LCS, the bit commands, SORT's
+# GET pattern, a script, COPY) on texts, numbers, binary and long values,
+# with our server holding values compressed (string-compression yes):
+# DEBUG STRCOMP TRAIN and SWEEP, sent to ours alone, train new tables and
+# recode values under the stream, and DUMP/RESTORE, DEBUG RELOAD and AOF
+# rewrites come as in the others. It fails if no value was coded.
+#
 # A fixed case asserts upstream's answer to a negative LIMIT offset on a
 # sorted set past its listpack, which the streams found the fork answering
 # differently (rd_negative_offset_case).
@@ -1200,6 +1210,131 @@ set ::rd_table {
 }
 
 # ---------------------------------------------------------------------------
+# String commands (the `strings` stream, issue #46): ours holds values
+# compressed (string-compression yes, tables trained from 50 values), and
+# DEBUG STRCOMP TRAIN and SWEEP, sent to ours alone, change its tables and
+# recode its values under the stream. Keys t:0 .. t:11 hold short English
+# texts (which code smaller), short, numeric, binary and long values, and
+# values past string-compression-max-size; every time set is absolute, as
+# in the ttl stream.
+
+set ::rd_phrases {
+    "The quick brown fox jumps over the lazy dog while the cat watches"
+    "A journey of a thousand miles begins with a single step forward"
+    "All that glitters is not gold and not all those who wander are lost"
+    "There is no place like home and there is no time like the present"
+    "In the middle of every difficulty lies an opportunity for the brave"
+    "What we think we become and what we feel we attract to ourselves"
+}
+proc rd_tkey {} { rd_pick {t:0 t:1 t:2 t:3 t:4 t:5 t:6 t:7 t:8 t:9 t:10 t:11} }
+proc rd_text {} {
+    set t "[rd_pick $::rd_phrases], number [rd_rnd 5000]"
+    if {[rd_chance 30]} { append t ". [rd_pick $::rd_phrases]." }
+    return $t
+}
+# A value for key `k`: only t:10 and t:11 get values past 4 KB, so that LCS
+# (t:0 .. t:9) stays small.
+proc rd_sval {{k t:0}} {
+    set huge [expr {$k in {t:10 t:11} ? 4 : 0}]
+    switch [rd_wpick [list text 60 short 8 num 8 bin 6 long 8 huge $huge empty 2 float 3 eq 3]] {
+        text { rd_text }
+        short { return v:[rd_rnd 100] }
+        num { expr {[rd_rnd 2001] - 1000} }
+        float { return [rd_rnd 100].[rd_rnd 100] }
+        bin { return "\x00\xff[rd_text]\r\n\x01[rd_rnd 99]" }
+        long {
+            set t {}
+            for {set i [expr {8 + [rd_rnd 20]}]} {$i > 0} {incr i -1} { append t [rd_text] " " }
+            return $t
+        }
+        huge { return [string repeat "[rd_text] " [expr {70 + [rd_rnd 10]}]] }
+        empty { return {} }
+        eq { return [rd_pick $::rd_phrases] }
+    }
+}
+proc rd_sexpiry {} {
+    rd_wpick [list {} 60 [list PXAT [rd_when]] 12 [list EXAT [expr {[rd_when] / 1000}]] 8 KEEPTTL 10 \
+        [list PXAT [rd_rnd 100000]] 2]
+}
+proc rd_range {} { list [rd_wpick {0 30 5 15 -10 15 -1 10 100 5 -1000 5}] [rd_wpick {-1 30 10 20 40 20 -5 10 0 5 10000 5}] }
+
+proc rd_g_swrite {} {
+    set k [rd_tkey]
+    switch [rd_rnd 22] {
+        0 - 1 - 2 - 3 - 4 {
+            set opts [rd_sexpiry]
+            if {[rd_chance 20]} { lappend opts [rd_pick {NX XX}] }
+            if {[rd_chance 15]} { lappend opts GET }
+            if {[rd_chance 8] && "NX" ni $opts} { lappend opts IFEQ [rd_pick [list [rd_pick $::rd_phrases] [rd_text] x]] }
+            set cmd [concat [list SET $k [rd_sval $k]] $opts]
+        }
+        5 { set cmd [list APPEND $k [rd_pick [list "!" [rd_text] "\x00\xff" {}]]] }
+        6 { set cmd [list SETRANGE $k [rd_wpick {0 30 3 20 20 20 70 10 300 5}] [rd_pick [list X "\x00" [rd_text] {}]]] }
+        7 { set cmd [list GETDEL $k] }
+        8 {
+            set opts [rd_pick [list [list PXAT [rd_when]] [list EXAT [expr {[rd_when] / 1000}]] PERSIST {}]]
+            set cmd [concat [list GETEX $k] $opts]
+        }
+        9 { set cmd [list GETSET $k [rd_sval $k]] }
+        10 { set cmd [list SETNX $k [rd_sval $k]] }
+        11 { set cmd [list MSET $k [rd_sval] [rd_tkey] [rd_sval] [rd_tkey] [rd_sval]] }
+        12 { set cmd [list MSETNX $k [rd_sval] [rd_tkey] [rd_sval]] }
+        13 {
+            set cmd [list MSETEX 2 $k [rd_sval] [rd_tkey] [rd_sval]]
+            if {[rd_chance 30]} { lappend cmd [rd_pick {NX XX}] }
+            lappend cmd {*}[rd_pick [list [list PXAT [rd_when]] [list EXAT [expr {[rd_when] / 1000}]] KEEPTTL {}]]
+        }
+        14 { set cmd [list DELIFEQ $k [rd_pick [list [rd_pick $::rd_phrases] [rd_text] x]]] }
+        15 {
+            set cmd [rd_pick [list [list INCR $k] [list DECR $k] [list INCRBY $k [expr {[rd_rnd 200] - 100}]] \
+                [list DECRBY $k [rd_rnd 50]] [list INCRBYFLOAT $k [rd_rnd 10].5]]]
+        }
+        16 - 17 { set cmd [list SETBIT $k [rd_wpick {0 20 7 20 100 20 900 10 4000 5}] [rd_rnd 2]] }
+        18 {
+            set cmd [list BITFIELD $k SET u8 [rd_wpick {0 30 8 30 #3 20 200 5}] [rd_rnd 256] \
+                INCRBY i5 [rd_rnd 40] [expr {[rd_rnd 20] - 10}] GET u4 [rd_rnd 60]]
+        }
+        19 { set cmd [list BITOP [rd_pick {AND OR XOR NOT}] [rd_key d] $k] ; if {[lindex $cmd 1] ne "NOT"} { lappend cmd [rd_tkey] } }
+        20 { set cmd [list SET $k [rd_text]] }
+        21 { set cmd [list COPY $k [rd_pick {t:0 t:1 d:0 d:1}] REPLACE] }
+    }
+    list [list x $cmd]
+}
+
+proc rd_g_sread {} {
+    set k [rd_tkey]
+    switch [rd_rnd 16] {
+        0 - 1 - 2 { set cmd [list GET $k] }
+        3 - 4 { set cmd [list MGET $k [rd_tkey] [rd_tkey] n:none [rd_fkey {t 0 z 1 d 1}]] }
+        5 - 6 { set cmd [concat [list GETRANGE $k] [rd_range]] }
+        7 { set cmd [concat [list SUBSTR $k] [rd_range]] }
+        8 { set cmd [list STRLEN $k] }
+        9 {
+            set cmd [list LCS t:[rd_rnd 10] t:[rd_rnd 10]]
+            lappend cmd {*}[rd_wpick {{} 30 LEN 30 IDX 20 {IDX MINMATCHLEN 4} 10 {IDX WITHMATCHLEN} 10}]
+        }
+        10 { set cmd [list GETBIT $k [rd_wpick {0 30 7 20 100 20 900 10}]] }
+        11 { set cmd [concat [list BITCOUNT $k] [rd_pick [list {} [rd_range] [concat [rd_range] BIT] [concat [rd_range] BYTE]]]] }
+        12 { set cmd [concat [list BITPOS $k [rd_rnd 2]] [rd_pick [list {} [lindex [rd_range] 0] [concat [rd_range] BIT]]]] }
+        13 { set cmd [list BITFIELD_RO $k GET u8 [rd_rnd 80] GET i16 [rd_rnd 200]] }
+        14 { set cmd [list SORT l:t BY nosort GET # GET t:*] }
+        15 { set cmd [list EVAL {return {redis.call('get', KEYS[1]), redis.call('strlen', KEYS[1])}} 1 $k] }
+    }
+    list [list x $cmd]
+}
+
+# DEBUG STRCOMP TRAIN (a new table) or SWEEP (the pass to its end), to ours.
+proc rd_g_strcomp {} { list [list p rd_strcomp [rd_wpick {SWEEP 70 TRAIN 30}]] }
+proc rd_strcomp {what} { rd_one ours [list DEBUG STRCOMP $what] }
+proc rd_g_sdump {} {
+    set k [rd_tkey]
+    list [list p rd_check_dump $k [expr {[rd_chance 70] ? $k : [rd_key d]}] [rd_wpick {replace 85 busy 8 corrupt 7}]]
+}
+set ::rd_strings_table {
+    swrite 150 sread 150 strcomp 12 sdump 10 reload 2 aof 1 keys 10
+}
+
+# ---------------------------------------------------------------------------
 # Checks that are not a plain reply comparison.
 
 # ZSCAN / SSCAN to the end on each server, compared as sets.
@@ -1473,6 +1608,7 @@ proc rd_check_all {} {
                 if {[lsort [lindex $rr 1]] ne [lsort [lindex $ro 1]]} { rd_fail "replies differ as multisets" $cmd $rr $ro }
             }
             list { rd_both_exact [list LRANGE $k 0 -1] }
+            string { rd_both_exact [list GET $k] }
         }
     }
 }
@@ -1571,6 +1707,14 @@ proc rd_run_stream {name seed proto nops profile} {
                 set table [concat [string map {"dump 6" "dump 15" "reload 1" "reload 3" "aof 0" "aof 1"} $table] \
                     {expire 120}]
             }
+            strings {
+                set table $::rd_strings_table
+                foreach {p v} {string-compression yes string-compression-train-values 50} {
+                    rd_one ours [list CONFIG SET $p $v]
+                }
+                rd_exec [list x [list RPUSH l:t 0 1 2 3 4 5 6 7 8 9 10 11 12]]
+                for {set i 0} {$i < 200} {incr i} { rd_exec [list x [list SET t:[expr {$i % 12}]:$i [rd_text]]] }
+            }
         }
         rd_exec [list x [list SET c:str hello]]
         rd_setup_sort
@@ -1581,6 +1725,14 @@ proc rd_run_stream {name seed proto nops profile} {
         rd_flush
         set ::rd_curop {}
         rd_check_all
+        if {$profile eq "strings"} {
+            # The stream must have read and written coded values.
+            set info [rd_plain [rd_one ours {INFO memory}] ]
+            if {![regexp {string_compression_values:(\d+)} $info -> coded] || $coded == 0} {
+                fail "fork-replydiff: the strings stream left no compressed value on our server"
+            }
+            rd_one ours {CONFIG SET string-compression no}
+        }
     } finally {
         catch {close $::rd_fdr}
         catch {close $::rd_fdo}
@@ -1663,6 +1815,7 @@ set ::rd_streams {
     churn       2 10000 churn
     big         2 8000  big
     ttl         2 8000  ttl
+    strings     2 8000  strings
 }
 set ::rd_scale [expr {[info exists ::env(REPLYDIFF_SCALE)] ? $::env(REPLYDIFF_SCALE) : ($::accurate ? 5 : 1)}]
 set ::rd_baseseed [expr {[info exists ::env(REPLYDIFF_SEED)] ? $::env(REPLYDIFF_SEED) : 91200}]
