@@ -42,11 +42,14 @@
  * - OBJECT ENCODING says "compressed"; MEMORY USAGE counts the coded bytes.
  *
  * Generations. A table is trained once string-compression-train-values
- * distinct eligible values can be sampled, and again when the values
- * coded lately (by the pass or on load) compress clearly worse than the
- * table's own training sample did (the data drifted). Training copies its samples and runs in
- * steps within the cron's budget (symtabTrainerStep), so it never stops
- * the server for long. Values keep the table that coded them; each table
+ * distinct eligible values can be sampled. Later, once a minute at most
+ * and only when the pass or a load coded STRCOMP_RETRY_WINDOW times that
+ * many values since the last try, a candidate is trained from a fresh
+ * sample and takes over only if it codes that sample in STRCOMP_ADOPT_GAIN
+ * times fewer bytes than the current table does (the data drifted); else
+ * it is dropped. Training copies its samples and runs in steps within the
+ * cron's budget (symtabTrainerStep), so it never stops the server for
+ * long. Values keep the table that coded them; each table
  * counts the values that use it (atomically outside the main thread: a
  * lazy-free thread may free values) and is freed by the cron once it has
  * none and a newer one exists. At
@@ -90,10 +93,15 @@
  * from one table to the next when the data drifts. */
 #define STRCOMP_TRAIN_RETRY_SECONDS 1
 #define STRCOMP_RETRAIN_SECONDS 60
-/* Retrain when the values coded over a window of this many times
- * train_values come out this much larger than the training sample did. */
-#define STRCOMP_DRIFT_WINDOW 4
-#define STRCOMP_DRIFT_FACTOR 1.15
+/* A candidate table is tried once this many times train_values were
+ * coded since the last try, and takes over when the current table's coded
+ * bytes of its sample are this many times its own. A comparison with the
+ * table's own training ratio (retrain when values code 15% worse) missed
+ * W9's documents overwritten with order records: the old table coded them
+ * about as well as it had coded W9, and a new one coded them 1.37 times
+ * smaller (utils/bench/strcomp-drift, docs/engine.md part 7). */
+#define STRCOMP_RETRY_WINDOW 4
+#define STRCOMP_ADOPT_GAIN 1.10
 /* Samples a training step codes: 32 of W6's texts take about 20 µs; a
  * generation's end (choosing 255 of the candidates) about 2 ms. */
 #define STRCOMP_TRAIN_STEP 32
@@ -139,8 +147,9 @@ static struct {
     strcompGen gen[STRCOMP_GENERATIONS];
     int current; /* the table new values are coded with, -1 before the first */
     time_t next_train;
-    /* Values coded (by the pass or on load) since the last check of drift. */
-    unsigned long long window_values, window_raw, window_coded;
+    /* Values coded (by the pass or on load) since the last training. */
+    unsigned long long window_values;
+    unsigned long long tried, adopted; /* candidate tables */
     /* The background pass. */
     int pass_db;
     unsigned long long pass_cursor;
@@ -277,8 +286,6 @@ static robj *compressBytes(const unsigned char *s, size_t len) {
     out[0] = (unsigned char)sc.current;
     size_t n = symtabEncode(sc.gen[sc.current].table, s, len, out + 1) + 1;
     sc.window_values++;
-    sc.window_raw += len;
-    sc.window_coded += n < len ? n : len;
     if (n >= len) return NULL;
     robj *c = createStringObject((const char *)out, n);
     c->encoding = OBJ_ENCODING_COMPRESSED;
@@ -403,7 +410,7 @@ static bool trainStart(size_t min) {
     sc.job.arena = zmalloc(STRCOMP_SAMPLE_BYTES);
     bool full;
     sc.job.n = sampleValues(want, sc.job.arena, sc.job.v, sc.job.len, &full);
-    sc.window_values = sc.window_raw = sc.window_coded = 0;
+    sc.window_values = 0;
     if ((sc.job.n < min && !full) || sc.job.n == 0) {
         trainDrop();
         return false;
@@ -421,22 +428,43 @@ static void trainDrop(void) {
     memset(&sc.job, 0, sizeof(sc.job));
 }
 
-/* Ends a training job: the table becomes the current one, and the pass
- * starts over to recode the values of the one before. */
-static int trainInstall(void) {
-    symtab *t = symtabTrainerFinish(sc.job.tr);
-    sc.job.tr = NULL;
-    int g = freeGeneration();
-    serverAssert(g >= 0);
-    size_t raw = 0, coded = 0;
+/* The bytes table `t` codes the job's samples in (a sample that would not
+ * shrink counted plain). */
+static size_t sampleCodedBytes(const symtab *t) {
+    size_t coded = 0;
     unsigned char *out = NULL;
     for (size_t i = 0; i < sc.job.n; i++) {
         out = zrealloc(out, SYMTAB_ENCODE_BOUND(sc.job.len[i]) + 1);
-        raw += sc.job.len[i];
         size_t c = symtabEncode(t, sc.job.v[i], sc.job.len[i], out) + 1;
         coded += c < sc.job.len[i] ? c : sc.job.len[i];
     }
     zfree(out);
+    return coded;
+}
+
+/* Ends a training job: the table becomes the current one, and the pass
+ * starts over to recode the values of the one before; unless `force` is
+ * false and it does not beat the current one by STRCOMP_ADOPT_GAIN on the
+ * sample, when it is dropped. Returns the table's number, or -1. */
+static int trainInstall(bool force) {
+    symtab *t = symtabTrainerFinish(sc.job.tr);
+    sc.job.tr = NULL;
+    int g = freeGeneration();
+    serverAssert(g >= 0);
+    size_t raw = 0, coded = sampleCodedBytes(t);
+    for (size_t i = 0; i < sc.job.n; i++) raw += sc.job.len[i];
+    if (sc.current >= 0) {
+        sc.tried++;
+        size_t now = sampleCodedBytes(sc.gen[sc.current].table);
+        if (!force && (double)coded * STRCOMP_ADOPT_GAIN > (double)now) {
+            serverLog(LL_VERBOSE, "String compression: table %d kept (%zu bytes of sample coded, a new one %zu)",
+                      sc.current, now, coded);
+            symtabFree(t);
+            trainDrop();
+            return -1;
+        }
+        sc.adopted++;
+    }
     sc.gen[g].table = t;
     sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
     sc.current = g;
@@ -449,24 +477,20 @@ static int trainInstall(void) {
 }
 
 /* Runs a training job's steps for up to `budget_us` (all of it when
- * negative); returns whether it ended. */
-static bool trainSteps(long long budget_us) {
+ * negative); returns whether it ended (trainInstall's `force` when it did). */
+static bool trainSteps(long long budget_us, bool force) {
     monotime start = getMonotonicUs();
     while (!symtabTrainerStep(sc.job.tr, STRCOMP_TRAIN_STEP)) {
         if (budget_us >= 0 && (long long)elapsedUs(start) >= budget_us) return false;
     }
-    trainInstall();
+    trainInstall(force);
     return true;
 }
 
-/* Whether the values coded lately compress clearly worse than
- * the current table's training sample did. */
-static bool drifted(void) {
-    if (sc.window_values < (unsigned long long)strcomp_config.train_values * STRCOMP_DRIFT_WINDOW) return false;
-    double ratio = sc.window_coded ? (double)sc.window_raw / sc.window_coded : 1;
-    bool worse = ratio * STRCOMP_DRIFT_FACTOR < sc.gen[sc.current].trained_ratio;
-    sc.window_values = sc.window_raw = sc.window_coded = 0;
-    return worse;
+/* Whether enough values were coded since the last training to try a
+ * candidate table. */
+static bool retryDue(void) {
+    return sc.window_values >= (unsigned long long)strcomp_config.train_values * STRCOMP_RETRY_WINDOW;
 }
 
 static void freeUnusedTables(void) {
@@ -584,8 +608,8 @@ static void cronWork(void) {
     monotime start = getMonotonicUs();
     long long budget = strcomp_config.cycle_us;
     if (sc.job.tr) {
-        if (!trainSteps(budget)) return;
-    } else if ((sc.current < 0 || drifted()) && server.unixtime >= sc.next_train &&
+        if (!trainSteps(budget, false)) return;
+    } else if ((sc.current < 0 || retryDue()) && server.unixtime >= sc.next_train &&
                keyCount() >= strcomp_config.train_values) {
         bool started = trainStart((size_t)strcomp_config.train_values);
         sc.next_train = server.unixtime + (started ? STRCOMP_RETRAIN_SECONDS : STRCOMP_TRAIN_RETRY_SECONDS);
@@ -643,28 +667,32 @@ char *strcompInfo(char *info) {
                         "string_compression_tables:%d\r\n"
                         "string_compression_table_bytes:%zu\r\n"
                         "string_compression_current_table:%d\r\n"
+                        "string_compression_candidates:%llu\r\n"
+                        "string_compression_candidates_adopted:%llu\r\n"
                         "string_compression_passes:%llu\r\n"
                         "string_compression_pass_wait:%lld\r\n"
                         "string_compression_cycle_us_max:%lld\r\n",
-                        t.values, t.raw, t.coded, t.tables, t.table_bytes, sc.current, sc.passes,
-                        (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff, sc.cycle_us_max);
+                        t.values, t.raw, t.coded, t.tables, t.table_bytes, sc.current, sc.tried, sc.adopted,
+                        sc.passes, (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff, sc.cycle_us_max);
 }
 
 /* DEBUG STRCOMP TRAIN: trains a new table now, from any number of
  * values. DEBUG STRCOMP SWEEP: runs the background pass to its end. */
 void strcompDebugCommand(client *c) {
     if (c->argc < 3) {
-        addReplyError(c, "DEBUG STRCOMP TRAIN|SWEEP");
+        addReplyError(c, "DEBUG STRCOMP TRAIN|TRY|SWEEP");
         return;
     }
     const char *sub = objectGetVal(c->argv[2]);
-    if (!strcasecmp(sub, "train")) {
+    if (!strcasecmp(sub, "train") || !strcasecmp(sub, "try")) {
+        /* TRY trains a candidate as the cron does, kept only if it beats the current table. */
         if (sc.job.tr) trainDrop();
         if (!trainStart(1)) {
             addReplyError(c, "no value to train from, or no free table");
             return;
         }
-        trainSteps(-1);
+        trainSteps(-1, !strcasecmp(sub, "train"));
+        sc.next_train = server.unixtime + STRCOMP_RETRAIN_SECONDS; /* the cron's next try waits as after its own */
         addReplyLongLong(c, sc.current);
     } else if (!strcasecmp(sub, "sweep")) {
         if (sc.current >= 0 && strcomp_config.enabled) {
@@ -674,6 +702,6 @@ void strcompDebugCommand(client *c) {
         freeUnusedTables();
         addReplyLongLong(c, (long long)sc.recoded);
     } else {
-        addReplyError(c, "DEBUG STRCOMP TRAIN|SWEEP");
+        addReplyError(c, "DEBUG STRCOMP TRAIN|TRY|SWEEP");
     }
 }

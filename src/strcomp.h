@@ -62,7 +62,7 @@ const unsigned char *strcompPlainBytes(const struct serverObject *val, size_t *l
 void strcompCron(void);
 /* INFO memory's lines. */
 char *strcompInfo(char *info);
-/* DEBUG STRCOMP TRAIN|SWEEP|STATS. */
+/* DEBUG STRCOMP TRAIN|TRY|SWEEP. */
 void strcompDebugCommand(struct client *c);
 
 #endif

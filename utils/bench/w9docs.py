@@ -10,7 +10,10 @@ Every text in them comes from corpora that Debian packages ship:
 Numbers, ids and times are drawn from a seeded generator, so a run gives
 the same documents on every machine with the same packages.
 
-  utils/bench/w9docs.py N [SEED] > docs.jsonl     one document a line
+  utils/bench/w9docs.py N [SEED] [w9|orders] > docs.jsonl     one document a line
+
+"orders" gives documents of another schema (order records), which the
+drift study (strcomp-drift) writes over W9's.
 
 bench.py imports documents() from here.
 """
@@ -136,8 +139,29 @@ class Docs:
                       "value": round(r.random() * 100, 2), "comment": r.choice(self.quotes)},
         }
 
-    def document(self, i):
-        kind = (self.profile, self.product, self.event)[i % 3]
+    def order(self, i):
+        """Another schema, for the drift study (utils/bench/strcomp-drift): orders whose field names,
+        nesting and texts share little with the three above."""
+        r = self.r
+        c, region = self._place()
+        lines = [{"lineNo": n + 1, "itemName": " ".join(_words(r.choice(self.quotes))[:r.randint(2, 4)]).upper(),
+                  "qty": r.randint(1, 9), "unitCost": "%.2f" % r.lognormvariate(2, 1),
+                  "giftNote": r.choice(self.quotes) if r.random() < 0.3 else None}
+                 for n in range(r.randint(1, 5))]
+        return {
+            "OrderRef": "ORD/%04d/%07d" % (r.randint(2019, 2026), i), "Buyer": {"FullName": r.choice(self.names),
+            "Language": r.choice(self.languages)}, "ShipTo": {"Nation": c["name"], "Province": region,
+            "Postcode": "%05d" % r.randrange(100000)}, "Lines": lines,
+            "Currency": r.choice(self.currencies[40:120]), "Status": r.choice(
+                ["PLACED", "PAID", "PACKED", "SHIPPED", "DELIVERED", "RETURNED", "CANCELLED"]),
+            "History": [{"When": self._time(), "What": r.choice(["created", "payment_ok", "picked", "handed_over",
+                                                                 "out_for_delivery", "signed_for"])}
+                        for _ in range(r.randint(1, 4))],
+            "Remarks": r.choice(self.quotes),
+        }
+
+    def document(self, i, schema="w9"):
+        kind = (self.profile, self.product, self.event)[i % 3] if schema == "w9" else self.order
         for _ in range(20):
             d = json.dumps(kind(i), separators=(",", ":"), ensure_ascii=False)
             if SIZE[0] <= len(d.encode()) <= SIZE[1]:
@@ -145,15 +169,16 @@ class Docs:
         return d
 
 
-def documents(n, seed=9):
-    """Yields n documents, JSON text each."""
+def documents(n, seed=9, schema="w9"):
+    """Yields n documents, JSON text each: W9's, or with schema "orders" the drift study's."""
     g = Docs(seed)
     for i in range(n):
-        yield g.document(i)
+        yield g.document(i, schema)
 
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 9
-    for d in documents(n, seed):
+    schema = sys.argv[3] if len(sys.argv) > 3 else "w9"
+    for d in documents(n, seed, schema):
         print(d)

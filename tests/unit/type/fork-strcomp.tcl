@@ -16,7 +16,10 @@
 # - A random differential run against a model, with the pass, DEBUG
 #   RELOAD, DUMP/RESTORE and an AOF rewrite in the stream.
 # - A second table takes over; the pass recodes the first one's values and
-#   the first table is freed. Turned off, nothing new is compressed and
+#   the first table is freed. A candidate table (DEBUG STRCOMP TRY, as the
+#   cron trains one) takes over only when it codes clearly smaller: not on
+#   the same data, yes on records of another kind written over it.
+#   Turned off, nothing new is compressed and
 #   what is compressed still reads. A pass over values that do not code
 #   smaller makes the next one wait for twice the writes.
 # - A primary and its replica each code their values; writes to coded
@@ -296,6 +299,41 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         assert_equal 1 [sc_info tables]
         assert_equal $second [sc_info current_table]
         sc_check_model $model
+    }
+
+    test {A candidate table takes over only when it codes the data clearly smaller} {
+        r flushall
+        set model [sc_fill 1500]
+        r debug strcomp sweep
+        set first [sc_info current_table]
+        set tried [sc_info candidates]
+        set adopted [sc_info candidates_adopted]
+        # The same data: a candidate does no better and is dropped.
+        assert_equal $first [r debug strcomp try]
+        assert_equal [expr {$tried + 1}] [sc_info candidates]
+        assert_equal $adopted [sc_info candidates_adopted]
+        assert_equal 1 [sc_info tables]
+        # Records of another kind over every key: a candidate trained on
+        # them takes over, and the first table goes once its values are
+        # recoded.
+        for {set i 0} {$i < 1500} {incr i} {
+            set v "{\"OrderRef\":\"ORD/2026/[format %07d $i]\",\"Status\":\"[lindex {PLACED PAID SHIPPED} [expr {$i % 3}]]\",\"Qty\":[expr {$i % 9}]}"
+            r set k:$i $v
+            dict set model k:$i $v
+        }
+        r debug strcomp sweep
+        set second [r debug strcomp try]
+        assert {$second != $first}
+        assert_equal [expr {$adopted + 1}] [sc_info candidates_adopted]
+        r debug strcomp sweep
+        assert_equal 1 [sc_info tables]
+        assert_equal compressed [r object encoding k:7]
+        sc_check_model $model
+        # The texts back, with a table of theirs, for the tests below.
+        r flushall
+        sc_fill 1500
+        r debug strcomp train
+        r debug strcomp sweep
     }
 
     test {Turned off, nothing new is compressed and compressed values still read} {
