@@ -95,6 +95,24 @@ proc ff_until_sigkill {next acked lost} {
     list $nacked $nlost
 }
 
+# The same, with the write, acked and lost procs ff_<kind>_write/_acked/
+# _lost, then a restart from the AOF: for every key in the array `recvar`
+# (what each may hold), `r <read> key` must give one of its values.
+proc ff_sigkill_and_check {kind recvar read what} {
+    upvar #0 $recvar rec
+    lassign [ff_until_sigkill ff_${kind}_write ff_${kind}_acked ff_${kind}_lost] acked unacked
+    restart_server 0 true false
+    wait_done_loading r
+    foreach key [array names rec] {
+        set v [r $read $key]
+        if {[lsearch -exact $rec($key) $v] < 0} {
+            fail "$key: $read gives '$v'; acknowledged writes allow only $rec($key)"
+        }
+    }
+    assert {$unacked > 0}
+    puts "    AOF always, $what: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size rec] keys verified"
+}
+
 # Twenty sets, members from a pool of 400 so most pass the listpack limit;
 # ZADD and ZREM. ::ff_rec holds what each member may hold.
 proc ff_zset_write {} {
@@ -160,18 +178,8 @@ start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync alway
     test {appendfsync always: SIGKILL during a write load of TTLs loses no acknowledged write} {
         set ::ff_t0 [clock milliseconds]
         array unset ::ff_trec
-        lassign [ff_until_sigkill ff_ttl_write ff_ttl_acked ff_ttl_lost] acked unacked
-        restart_server 0 true false
-        wait_done_loading r
-        foreach key [array names ::ff_trec] {
-            set t [r pexpiretime $key]
-            if {[lsearch -exact $::ff_trec($key) $t] < 0} {
-                fail "$key expires at $t; acknowledged writes allow only $::ff_trec($key)"
-            }
-        }
-        assert {$unacked > 0}
+        ff_sigkill_and_check ttl ::ff_trec pexpiretime TTLs
         assert_equal OK [r debug volatile-check]
-        puts "    AOF always, TTLs: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size ::ff_trec] keys verified"
     }
 }
 
@@ -282,18 +290,8 @@ start_server {tags {"fork" "faults"} overrides {appendonly yes appendfsync alway
         }
         r debug strcomp sweep
         assert_equal compressed [r object encoding sk:1]
-        lassign [ff_until_sigkill ff_str_write ff_str_acked ff_str_lost] acked unacked
-        restart_server 0 true false
-        wait_done_loading r
-        foreach key [array names ::ff_srec] {
-            set v [r get $key]
-            # A missing key reads as {}.
-            if {[lsearch -exact $::ff_srec($key) $v] < 0} {
-                fail "$key holds '$v'; acknowledged writes allow only $::ff_srec($key)"
-            }
-        }
-        assert {$unacked > 0}
-        puts "    AOF always, compressed strings: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size ::ff_srec] keys verified"
+        # (a missing key reads as {}, which ::ff_srec allows as none)
+        ff_sigkill_and_check str ::ff_srec get "compressed strings"
     }
 }
 
