@@ -113,6 +113,17 @@ proc ff_sigkill_and_check {kind recvar read what} {
     puts "    AOF always, $what: [expr {$acked + $unacked}] writes sent, $acked acknowledged, $unacked in flight at SIGKILL; [array size rec] keys verified"
 }
 
+# A BGSAVE under writes has ended: it succeeded, the writes changed the
+# data, and the file loads to `before`, the digest at the fork.
+proc ff_check_saved_at_fork {before} {
+    r config set rdb-key-save-delay 0
+    waitForBgsave r
+    assert_equal ok [s rdb_last_bgsave_status]
+    assert {[r debug digest] ne $before}
+    r debug reload nosave
+    assert_equal $before [r debug digest]
+}
+
 # Twenty sets, members from a pool of 400 so most pass the listpack limit;
 # ZADD and ZREM. ::ff_rec holds what each member may hold.
 proc ff_zset_write {} {
@@ -209,13 +220,8 @@ start_server {tags {"fork" "faults"}} {
             incr during 200
         }
         $rd close
-        r config set rdb-key-save-delay 0
-        waitForBgsave r
-        assert_equal ok [s rdb_last_bgsave_status]
         assert_morethan $during 0
-        assert {[r debug digest] ne $before}
-        r debug reload nosave
-        assert_equal $before [r debug digest]
+        ff_check_saved_at_fork $before
         assert_equal OK [r debug volatile-check]
         puts "    $during TTL writes ran during the save"
     }
@@ -319,13 +325,8 @@ start_server {tags {"fork" "faults"} overrides {string-compression yes string-co
             }
             incr during 50
         }
-        r config set rdb-key-save-delay 0
-        waitForBgsave r
-        assert_equal ok [s rdb_last_bgsave_status]
         assert_morethan $tables 1
-        assert {[r debug digest] ne $before}
-        r debug reload nosave
-        assert_equal $before [r debug digest]
+        ff_check_saved_at_fork $before
         puts "    $tables tables trained and $during writes during the save"
     }
 }
