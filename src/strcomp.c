@@ -63,7 +63,9 @@
  * - by the background pass, string-compression-cycle-us of each cron call:
  *   values stored before the table existed, values changed in place
  *   (APPEND, SETRANGE, SETBIT...), values loaded from an RDB or AOF, and
- *   values of an older table. No pass runs while a fork child exists.
+ *   values of an older table; a plain value only once it has gone
+ *   untouched for STRCOMP_COLD_SECONDS. No pass runs while a fork child
+ *   exists.
  * A value is coded only when that saves bytes: one that would not shrink
  * stays as it is.
  *
@@ -102,6 +104,11 @@
  * smaller (utils/bench/strcomp-drift, docs/engine.md part 7). */
 #define STRCOMP_RETRY_WINDOW 4
 #define STRCOMP_ADOPT_GAIN 1.10
+/* One in this many samples is held out of a candidate's training to judge
+ * it: judged on its own training samples, a candidate trained from 200
+ * values of the same data as the current table beat it by 10% about one
+ * time in two (fork-strcomp's candidate test). */
+#define STRCOMP_HOLDOUT 5
 /* Samples a training step codes: 32 of W6's texts take about 20 µs; a
  * generation's end (choosing 255 of the candidates) about 2 ms. */
 #define STRCOMP_TRAIN_STEP 32
@@ -116,6 +123,14 @@
  * that codes more starts the wait over. So a keyspace of values that do
  * not code smaller costs passes ever more seldom, not the whole budget. */
 #define STRCOMP_PASS_FUTILE 16
+/* The pass codes a plain value only once it has gone untouched this long
+ * (its LRU; under an LFU policy every plain value): one written lately is
+ * likely written again (APPEND, counters, sessions), and coding it would
+ * be undone by the next write. A pass that left such values starts again
+ * this long after it ended, writes or not. With values coded again right
+ * after each write, APPEND at pipeline 16 ran at 0.80 of the reference's
+ * (utils/bench/string-rounds at 8590732). */
+#define STRCOMP_COLD_SECONDS 5
 #define STRCOMP_PASS_BACKOFF_MAX 10
 
 strcompConfigs strcomp_config = {.enabled = 0,
@@ -156,6 +171,9 @@ static struct {
     int pass_running;
     long long pass_start_dirty;                /* server.dirty when the pass (last) started */
     unsigned long long pass_tried, pass_coded; /* plain values, this pass */
+    unsigned long long pass_hot;               /* plain values left as written lately, this pass */
+    long long pass_again_ms;                   /* a pass that left some starts again then (0: none) */
+    bool pass_all;                             /* DEBUG STRCOMP SWEEP: hot values too */
     int pass_backoff;                          /* the wait is STRCOMP_PASS_DIRTY << this */
     unsigned long long passes, recoded;
     long long cycle_us_max; /* the longest cron call's work, µs */
@@ -165,7 +183,8 @@ static struct {
         unsigned char *arena;
         const unsigned char **v;
         size_t *len;
-        size_t n;
+        size_t n;      /* samples */
+        size_t ntrain; /* the first ntrain train; a candidate is judged on the rest */
     } job;
     /* Temporaries, innermost last. */
     strcompTemp *temps;
@@ -415,7 +434,10 @@ static bool trainStart(size_t min) {
         trainDrop();
         return false;
     }
-    sc.job.tr = symtabTrainerCreate(sc.job.v, sc.job.len, sc.job.n);
+    /* A candidate is judged against the current table on samples it was
+     * not trained from: on its own it would win by fitting them. */
+    sc.job.ntrain = sc.current >= 0 && sc.job.n >= STRCOMP_HOLDOUT ? sc.job.n - sc.job.n / STRCOMP_HOLDOUT : sc.job.n;
+    sc.job.tr = symtabTrainerCreate(sc.job.v, sc.job.len, sc.job.ntrain);
     return true;
 }
 
@@ -428,12 +450,12 @@ static void trainDrop(void) {
     memset(&sc.job, 0, sizeof(sc.job));
 }
 
-/* The bytes table `t` codes the job's samples in (a sample that would not
- * shrink counted plain). */
-static size_t sampleCodedBytes(const symtab *t) {
+/* The bytes table `t` codes the job's samples from..to-1 in (a sample that
+ * would not shrink counted plain). */
+static size_t sampleCodedBytes(const symtab *t, size_t from, size_t to) {
     size_t coded = 0;
     unsigned char *out = NULL;
-    for (size_t i = 0; i < sc.job.n; i++) {
+    for (size_t i = from; i < to; i++) {
         out = zrealloc(out, SYMTAB_ENCODE_BOUND(sc.job.len[i]) + 1);
         size_t c = symtabEncode(t, sc.job.v[i], sc.job.len[i], out) + 1;
         coded += c < sc.job.len[i] ? c : sc.job.len[i];
@@ -445,20 +467,21 @@ static size_t sampleCodedBytes(const symtab *t) {
 /* Ends a training job: the table becomes the current one, and the pass
  * starts over to recode the values of the one before; unless `force` is
  * false and it does not beat the current one by STRCOMP_ADOPT_GAIN on the
- * sample, when it is dropped. Returns the table's number, or -1. */
+ * held-out samples, when it is dropped. Returns the table's number, or -1. */
 static int trainInstall(bool force) {
     symtab *t = symtabTrainerFinish(sc.job.tr);
     sc.job.tr = NULL;
     int g = freeGeneration();
     serverAssert(g >= 0);
-    size_t raw = 0, coded = sampleCodedBytes(t);
-    for (size_t i = 0; i < sc.job.n; i++) raw += sc.job.len[i];
+    size_t raw = 0, coded = sampleCodedBytes(t, 0, sc.job.ntrain);
+    for (size_t i = 0; i < sc.job.ntrain; i++) raw += sc.job.len[i];
     if (sc.current >= 0) {
         sc.tried++;
-        size_t now = sampleCodedBytes(sc.gen[sc.current].table);
-        if (!force && (double)coded * STRCOMP_ADOPT_GAIN > (double)now) {
-            serverLog(LL_VERBOSE, "String compression: table %d kept (%zu bytes of sample coded, a new one %zu)",
-                      sc.current, now, coded);
+        size_t mine = sampleCodedBytes(t, sc.job.ntrain, sc.job.n);
+        size_t now = sampleCodedBytes(sc.gen[sc.current].table, sc.job.ntrain, sc.job.n);
+        if (!force && (double)mine * STRCOMP_ADOPT_GAIN > (double)now) {
+            serverLog(LL_VERBOSE, "String compression: table %d kept (%zu bytes of held-out samples coded, a new one %zu)",
+                      sc.current, now, mine);
             symtabFree(t);
             trainDrop();
             return -1;
@@ -509,7 +532,14 @@ static void passStart(void) {
     sc.pass_db = 0;
     sc.pass_cursor = 0;
     sc.pass_start_dirty = server.dirty;
-    sc.pass_tried = sc.pass_coded = 0;
+    sc.pass_tried = sc.pass_coded = sc.pass_hot = 0;
+    sc.pass_again_ms = 0;
+}
+
+/* Whether a plain value has gone untouched long enough to be coded. */
+static bool cold(const robj *o) {
+    if (sc.pass_all || lrulfu_isUsingLFU()) return true;
+    return lru_getIdleSecs(o->lru) >= STRCOMP_COLD_SECONDS;
 }
 
 /* At a pass's end: how long the next one waits (see STRCOMP_PASS_FUTILE). */
@@ -526,24 +556,28 @@ typedef struct {
     int n;
 } strcompBatch;
 
-/* Whether the pass should code (or recode) a stored value. */
-static bool wantsCoding(const robj *o) {
+/* Whether the pass should code (or recode) a stored value; a plain one
+ * written lately is counted in pass_hot when `count`. */
+static bool wantsCoding(const robj *o, bool count) {
     if (o->refcount != 1) return false;
     if (o->encoding == OBJ_ENCODING_COMPRESSED) return payloadOf(o)[0] != sc.current;
-    return eligible(o);
+    if (!eligible(o)) return false;
+    if (cold(o)) return true;
+    if (count) sc.pass_hot++;
+    return false;
 }
 
 static void gatherKey(void *privdata, void *entry, int didx) {
     UNUSED(didx);
     strcompBatch *b = privdata;
     robj *o = entry;
-    if (b->n < STRCOMP_BATCH && wantsCoding(o)) b->keys[b->n++] = sdsdup(objectGetKey(o));
+    if (b->n < STRCOMP_BATCH && wantsCoding(o, true)) b->keys[b->n++] = sdsdup(objectGetKey(o));
 }
 
 /* Codes one gathered key's value again, if it is still there and wants it. */
 static void recodeKey(serverDb *db, sds key) {
     robj *o = dbFind(db, key);
-    if (!o || !wantsCoding(o)) return;
+    if (!o || !wantsCoding(o, false)) return;
     robj *plain = o->encoding == OBJ_ENCODING_COMPRESSED ? strcompDecodeObject(o) : NULL;
     const unsigned char *s = plain ? objectGetVal(plain) : objectGetVal(o);
     size_t len = plain ? sdslen(objectGetVal(plain)) : sdslen(objectGetVal(o));
@@ -589,6 +623,7 @@ static void runPass(long long budget_us) {
             /* Writes made while it ran, behind its cursor, wait for the next. */
             sc.passes++;
             passBackoff();
+            if (sc.pass_hot) sc.pass_again_ms = server.mstime + STRCOMP_COLD_SECONDS * 1000;
             break;
         }
         if (budget_us >= 0 && (long long)elapsedUs(start) >= budget_us) break;
@@ -616,7 +651,8 @@ static void cronWork(void) {
         return;
     }
     if (sc.current < 0) return;
-    if (!sc.pass_running && server.dirty - sc.pass_start_dirty >= (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff)
+    if (!sc.pass_running && (server.dirty - sc.pass_start_dirty >= (long long)STRCOMP_PASS_DIRTY << sc.pass_backoff ||
+                             (sc.pass_again_ms && server.mstime >= sc.pass_again_ms)))
         passStart();
     long long left = budget - (long long)elapsedUs(start);
     if (left > 0) runPass(left);
@@ -697,7 +733,9 @@ void strcompDebugCommand(client *c) {
     } else if (!strcasecmp(sub, "sweep")) {
         if (sc.current >= 0 && strcomp_config.enabled) {
             passStart();
+            sc.pass_all = true;
             runPass(-1);
+            sc.pass_all = false;
         }
         freeUnusedTables();
         addReplyLongLong(c, (long long)sc.recoded);

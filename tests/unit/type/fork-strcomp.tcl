@@ -305,14 +305,19 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         r flushall
         set model [sc_fill 1500]
         r debug strcomp sweep
-        set first [sc_info current_table]
+        r config set string-compression-train-values 1000
         set tried [sc_info candidates]
         set adopted [sc_info candidates_adopted]
-        # The same data: a candidate does no better and is dropped.
-        assert_equal $first [r debug strcomp try]
-        assert_equal [expr {$tried + 1}] [sc_info candidates]
-        assert_equal $adopted [sc_info candidates_adopted]
+        # The same data: a candidate seldom does 10% better on the samples
+        # it was not trained from (tables trained from 800 samples vary:
+        # about one try in 20 wins), so most are dropped.
+        for {set i 0} {$i < 4} {incr i} { r debug strcomp try }
+        assert_equal [expr {$tried + 4}] [sc_info candidates]
+        assert_range [sc_info candidates_adopted] $adopted [expr {$adopted + 2}]
+        r debug strcomp sweep
         assert_equal 1 [sc_info tables]
+        set first [sc_info current_table]
+        set adopted [sc_info candidates_adopted]
         # Records of another kind over every key: a candidate trained on
         # them takes over, and the first table goes once its values are
         # recoded.
@@ -330,6 +335,7 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         assert_equal compressed [r object encoding k:7]
         sc_check_model $model
         # The texts back, with a table of theirs, for the tests below.
+        r config set string-compression-train-values 200
         r flushall
         sc_fill 1500
         r debug strcomp train
