@@ -2,7 +2,8 @@
 # its own values (src/strcomp.c, issue #46): no command can tell.
 #
 # - The cron trains a table once enough values are there, in steps, and
-#   its background pass codes them, and again those written meanwhile.
+#   its background pass codes them, and again those written meanwhile once
+#   they have gone untouched for 5 s.
 # - DEBUG STRCOMP TRAIN trains a table now and DEBUG STRCOMP SWEEP runs the
 #   background pass to its end; OBJECT ENCODING then says "compressed" and
 #   MEMORY USAGE is smaller than the plain value's.
@@ -76,13 +77,26 @@ start_server {tags {"fork" "string"} overrides {string-compression yes string-co
         }
         assert_equal compressed [r object encoding k:42]
         sc_check_model $model
-        # Writes since the pass started start another, which codes them.
+        # Writes since the pass started start another, which leaves the
+        # values it finds written lately plain and codes them once they have
+        # gone untouched for 5 s, writes or not.
         for {set i 0} {$i < 1100} {incr i} { r set n:$i [sc_text $i] }
+        set written [clock milliseconds]
         wait_for_condition 100 100 {
+            [sc_info passes] >= 2
+        } else {
+            fail "no second pass"
+        }
+        if {[clock milliseconds] - $written < 3000} {
+            assert_equal embstr [r object encoding n:1099]
+        }
+        wait_for_condition 150 100 {
             [r object encoding n:1099] eq "compressed"
         } else {
-            fail "a second pass did not code the new values"
+            fail "a later pass did not code the new values"
         }
+        assert_morethan_equal [expr {[clock milliseconds] - $written}] 4000
+        assert_equal [sc_text 1099] [r get n:1099]
     }
 }
 
