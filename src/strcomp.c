@@ -6,8 +6,9 @@
 /* String values held compressed
  * =============================
  *
- * With string-compression on (off by default until reads of coded values
- * at pipeline 16 are as fast as upstream's: docs/engine.md part 7), a
+ * With string-compression on (off by default until every string command
+ * on coded values at pipeline 16 is as fast as upstream's: docs/engine.md
+ * part 7), a
  * string value of string-compression-min-size to -max-size bytes may be
  * held coded with a symbol table (symtab.c) that the server trains from a
  * sample of its own values. Such a value is an object of encoding
