@@ -45,10 +45,10 @@
  * Generations. A table is trained once string-compression-train-values
  * distinct eligible values can be sampled. Later, once a minute at most
  * and only when the pass or a load coded STRCOMP_RETRY_WINDOW times that
- * many values since the last try, a candidate is trained from a fresh
- * sample and takes over only if it codes that sample in STRCOMP_ADOPT_GAIN
- * times fewer bytes than the current table does (the data drifted); else
- * it is dropped. Training copies its samples and runs in steps within the
+ * many values since the last try, a candidate is trained from four
+ * fifths of a fresh sample and takes over only if it codes the other fifth
+ * in STRCOMP_ADOPT_GAIN times fewer bytes than the current table does (the
+ * data drifted); else it is dropped. Training copies its samples and runs in steps within the
  * cron's budget (symtabTrainerStep), so it never stops the server for
  * long. Values keep the table that coded them; each table
  * counts the values that use it (atomically outside the main thread: a
@@ -98,7 +98,7 @@
 #define STRCOMP_RETRAIN_SECONDS 60
 /* A candidate table is tried once this many times train_values were
  * coded since the last try, and takes over when the current table's coded
- * bytes of its sample are this many times its own. A comparison with the
+ * bytes of the held-out samples are this many times its own. A comparison with the
  * table's own training ratio (retrain when values code 15% worse) missed
  * W9's documents overwritten with order records: the old table coded them
  * about as well as it had coded W9, and a new one coded them 1.37 times
@@ -124,6 +124,7 @@
  * that codes more starts the wait over. So a keyspace of values that do
  * not code smaller costs passes ever more seldom, not the whole budget. */
 #define STRCOMP_PASS_FUTILE 16
+#define STRCOMP_PASS_BACKOFF_MAX 10
 /* The pass codes a plain value only once it has gone untouched this long
  * (its LRU; under an LFU policy every plain value): one written lately is
  * likely written again (APPEND, counters, sessions), and coding it would
@@ -132,7 +133,6 @@
  * after each write, APPEND at pipeline 16 ran at 0.80 of the reference's
  * (utils/bench/string-rounds at 8590732). */
 #define STRCOMP_COLD_SECONDS 5
-#define STRCOMP_PASS_BACKOFF_MAX 10
 
 strcompConfigs strcomp_config = {.enabled = 0,
                                  .min_size = 16,
