@@ -273,11 +273,15 @@ void strcompFreeValue(robj *o) {
 /* The plain bytes of a compressed value, in the shared buffer: decoded in
  * one pass into room for the most its codes can give (8 bytes a code). */
 const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
+    return strcompPlainPrefix(o, SIZE_MAX, len);
+}
+
+const unsigned char *strcompPlainPrefix(const robj *o, size_t want, size_t *len) {
     const unsigned char *p = payloadOf(o);
     size_t plen = sdslen((sds)p) - 1;
     size_t cap = plen * 8 + 8;
     unsigned char *out = scratch(cap);
-    *len = symtabDecode(sc.gen[p[0]].table, p + 1, plen, out, cap);
+    *len = symtabDecodePrefix(sc.gen[p[0]].table, p + 1, plen, out, cap, want);
     serverAssert(*len != SIZE_MAX);
     return out;
 }

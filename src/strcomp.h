@@ -57,6 +57,10 @@ void strcompFreeValue(struct serverObject *val);
 /* A compressed value's plain bytes, in a buffer that the next call to
  * strcomp.c may reuse. */
 const unsigned char *strcompPlainBytes(const struct serverObject *val, size_t *len);
+/* The same, decoded only until `want` or more bytes are there (GETRANGE's
+ * range): *len is fewer than `want` only when the value is shorter, and
+ * then it is the value's length. */
+const unsigned char *strcompPlainPrefix(const struct serverObject *val, size_t want, size_t *len);
 
 /* Training, retraining and the background pass (serverCron). */
 void strcompCron(void);

@@ -181,9 +181,18 @@ size_t symtabEncode(const symtab *t, const unsigned char *in, size_t len, unsign
 }
 
 size_t symtabDecode(const symtab *t, const unsigned char *in, size_t len, unsigned char *out, size_t cap) {
+    return symtabDecodePrefix(t, in, len, out, cap, SIZE_MAX);
+}
+
+size_t symtabDecodePrefix(const symtab *t,
+                          const unsigned char *in,
+                          size_t len,
+                          unsigned char *out,
+                          size_t cap,
+                          size_t want) {
     size_t o = 0;
     unsigned unused = 0; /* becomes non-zero at a code with no symbol */
-    for (size_t i = 0; i < len;) {
+    for (size_t i = 0; i < len && o < want;) {
         unsigned code = in[i++];
         if (code != SYMTAB_ESCAPE && cap - o >= 8) {
             /* The common case: all 8 bytes of the word stored, the symbol's

@@ -42,6 +42,16 @@ size_t symtabEncode(const symtab *t, const unsigned char *in, size_t len, unsign
  * escape with no byte after it) or decode to more than `cap` bytes. */
 size_t symtabDecode(const symtab *t, const unsigned char *in, size_t len, unsigned char *out, size_t cap);
 
+/* The same, stopping once `want` or more bytes are written (the codes
+ * after are neither decoded nor checked): returns the bytes written, fewer
+ * than `want` only when the codes end first. */
+size_t symtabDecodePrefix(const symtab *t,
+                          const unsigned char *in,
+                          size_t len,
+                          unsigned char *out,
+                          size_t cap,
+                          size_t want);
+
 /* The decoded length of `len` bytes of codes, or SIZE_MAX if malformed. */
 size_t symtabDecodedLen(const symtab *t, const unsigned char *in, size_t len);
 

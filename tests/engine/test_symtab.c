@@ -101,6 +101,13 @@ static size_t roundTrip(const symtab *t, const unsigned char *v, size_t len) {
     assert_int_equal(symtabDecode(t, code, n, roomy, len + 16), len);
     assert_memory_equal(roomy, v, len);
     if (len) assert_int_equal(symtabDecode(t, code, n, exact, len - 1), SIZE_MAX);
+    /* A prefix: at least `want` bytes (a symbol may run past it), the
+     * same as the whole decode's, or all of them when the value is shorter. */
+    for (size_t want = 0; want <= len + 1; want += 1 + want / 4) {
+        size_t got = symtabDecodePrefix(t, code, n, roomy, len + 16, want);
+        assert_true(got >= (want < len ? want : len) && got <= len && got < want + 8 + (want == 0));
+        assert_memory_equal(roomy, v, got);
+    }
     free(code);
     free(exact);
     free(roomy);
