@@ -211,11 +211,38 @@ static inline const unsigned char *payloadOf(const robj *o) {
     return objectGetVal(o);
 }
 
+/* Set in the main thread (by the cron): its counts need no atomics. */
+static _Thread_local bool in_main_thread;
+
+/* The decoded length of the value last decoded or measured in the main
+ * thread, by its payload's address: a write decodes a value, then frees it
+ * (APPEND also measures it first), and each of these needs the length.
+ * Valid while `foreign` is unchanged: a value freed by another thread (a
+ * lazy free) counts it up, as its address may be reused; one freed by the
+ * main thread clears the entry. */
+static struct {
+    const unsigned char *p;
+    size_t len;
+    unsigned long long foreign;
+} last_len;
+static atomic_ullong foreign_frees;
+
+static void rememberLen(const unsigned char *p, size_t len) {
+    if (!in_main_thread) return;
+    last_len.p = p;
+    last_len.len = len;
+    last_len.foreign = atomic_load_explicit(&foreign_frees, memory_order_relaxed);
+}
+
 /* The decoded length of the coded value `p` of `plen` bytes (gen byte
  * included). */
 static size_t decodedLen(const unsigned char *p, size_t plen) {
+    if (in_main_thread && last_len.p == p &&
+        last_len.foreign == atomic_load_explicit(&foreign_frees, memory_order_relaxed))
+        return last_len.len;
     size_t len = symtabDecodedLen(sc.gen[p[0]].table, p + 1, plen - 1);
     serverAssert(len != SIZE_MAX);
+    rememberLen(p, len);
     return len;
 }
 
@@ -223,9 +250,6 @@ size_t strcompDecodedLen(const robj *o) {
     const unsigned char *p = payloadOf(o);
     return decodedLen(p, sdslen((sds)p));
 }
-
-/* Set in the main thread (by the cron): its counts need no atomics. */
-static _Thread_local bool in_main_thread;
 
 /* Counts a value in (+1) or out (-1) of its table's figures. */
 static void countValue(const robj *o, int sign) {
@@ -267,6 +291,10 @@ void strcompRetain(const robj *o) {
 void strcompFreeValue(robj *o) {
     if (!o->hasembval && o->val_ptr == NULL) return; /* its value moved to another object */
     countValue(o, -1);
+    if (!in_main_thread)
+        atomic_fetch_add_explicit(&foreign_frees, 1, memory_order_relaxed);
+    else if (last_len.p == payloadOf(o))
+        last_len.p = NULL;
     if (!o->hasembval) sdsfree(o->val_ptr);
 }
 
@@ -283,7 +311,19 @@ const unsigned char *strcompPlainPrefix(const robj *o, size_t want, size_t *len)
     unsigned char *out = scratch(cap);
     *len = symtabDecodePrefix(sc.gen[p[0]].table, p + 1, plen, out, cap, want);
     serverAssert(*len != SIZE_MAX);
+    if (want == SIZE_MAX) rememberLen(p, *len);
     return out;
+}
+
+robj *strcompDecodeRaw(const robj *o) {
+    const unsigned char *p = payloadOf(o);
+    size_t plen = sdslen((sds)p) - 1, len = decodedLen(p, plen + 1);
+    sds s = sdsnewlen(SDS_NOINIT, 2 * len + 8); /* + 8: the decoder stores words */
+    size_t n = symtabDecode(sc.gen[p[0]].table, p + 1, plen, (unsigned char *)s, sdsalloc(s));
+    serverAssert(n == len);
+    sdssetlen(s, len);
+    s[len] = '\0';
+    return createObject(OBJ_STRING, s);
 }
 
 void strcompAddReplyBulk(client *c, robj *o) {

@@ -45,6 +45,10 @@ void strcompReleaseTemps(int nesting);
 
 /* A new plain string object with a compressed value's bytes (refcount 1). */
 struct serverObject *strcompDecodeObject(const struct serverObject *val);
+/* A new RAW string object with a compressed value's bytes and room for as
+ * many again, as upstream's sdscatlen leaves (refcount 1): what
+ * dbUnshareStringValue hands APPEND, SETRANGE and the bit commands. */
+struct serverObject *strcompDecodeRaw(const struct serverObject *val);
 /* The decoded length of a compressed value. */
 size_t strcompDecodedLen(const struct serverObject *val);
 
