@@ -19,6 +19,7 @@ typedef struct {
     int enabled;      /* string-compression */
     int min_size;     /* string-compression-min-size: shorter values stay plain */
     int max_size;     /* string-compression-max-size: longer values stay plain */
+    int zstd_min_size; /* string-compression-zstd-min-size: from here on, zstd (0: never) */
     int train_values; /* string-compression-train-values: values a table is trained from */
     int cycle_us;     /* string-compression-cycle-us: background work a cron call, µs */
 } strcompConfigs;

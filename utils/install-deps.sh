@@ -6,10 +6,10 @@
 set -euo pipefail
 
 declare -A NEED=(
-    [build]="build-essential pkg-config git patch xz-utils dpkg-dev debian-archive-keyring"
+    [build]="build-essential pkg-config git patch xz-utils dpkg-dev debian-archive-keyring libzstd-dev"
     [test]="tcl libcmocka-dev procps python3 libgtest-dev libgmock-dev"
     [fuzz]="clang libclang-rt-14-dev"
-    [bench]="python3 python3-matplotlib util-linux fortunes-min fortunes iso-codes libzstd-dev"
+    [bench]="python3 python3-matplotlib util-linux fortunes-min fortunes iso-codes"
 )
 
 missing=()

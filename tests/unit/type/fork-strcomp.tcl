@@ -25,6 +25,9 @@
 #   smaller makes the next one wait for twice the writes.
 # - A primary and its replica each code their values; writes to coded
 #   values replicate, and both have the same digest.
+# - Values of string-compression-zstd-min-size bytes or more are zstd frames
+#   coded with their generation's dictionary; every command reads them, and
+#   a new generation's dictionary takes over and the old one is freed.
 # - With the reference build: an RDB of compressed values loads there with
 #   the same digest (files hold plain values).
 
@@ -398,6 +401,78 @@ start_server {tags {"fork" "string"} overrides {string-compression yes}} {
         } else {
             fail "compressed values left after FLUSHALL ASYNC"
         }
+    }
+}
+
+# A JSON record of 300 to 900 bytes, varied by a number: values of
+# string-compression-zstd-min-size (256) bytes or more are zstd frames.
+proc sc_doc {i} {
+    set n [llength $::sc_words]
+    set about {}
+    for {set j 0} {$j < 2 + $i % 7} {incr j} {
+        lappend about "\"[lindex $::sc_words [expr {($i + $j * 3) % $n}]]\""
+    }
+    return "{\"id\":$i,\"user\":\"user-[expr {$i * 7919 % 100003}]\",\"score\":[expr {$i % 97}].5,\"tags\":\[\"t[expr {$i % 13}]\",\"t[expr {$i % 5}]\"\],\"notes\":\[[join $about ,]\]}"
+}
+
+start_server {tags {"fork" "string"} overrides {string-compression yes}} {
+    test {Long values are coded with a zstd dictionary, short ones with the table} {
+        set model {}
+        for {set i 0} {$i < 800} {incr i} {
+            r set d:$i [sc_doc $i]
+            dict set model d:$i [sc_doc $i]
+            r set k:$i [sc_text $i]
+            dict set model k:$i [sc_text $i]
+        }
+        r debug strcomp train
+        assert_morethan [r debug strcomp sweep] 1500
+        assert_equal 1 [sc_info dictionaries]
+        assert_equal compressed [r object encoding d:5]
+        assert_equal compressed [r object encoding k:5]
+        set doc [sc_doc 12]
+        assert_morethan [string length $doc] 256
+        assert_lessthan [r memory usage d:12] [expr {[string length $doc] / 2}]
+        sc_check_model $model
+        assert_equal [string length $doc] [r strlen d:12]
+        assert_equal [string range $doc 3 40] [r getrange d:12 3 40]
+        assert_equal [string range $doc end-9 end] [r getrange d:12 -10 -1]
+        assert_equal [list [sc_doc 13] [sc_text 13] [sc_doc 14]] [r mget d:13 k:13 d:14]
+        assert_equal [expr {[string length [sc_doc 15]] + 1}] [r append d:15 "!"]
+        assert_equal "[sc_doc 15]!" [r get d:15]
+        dict set model d:15 "[sc_doc 15]!"
+        r setrange d:16 0 "\["
+        dict set model d:16 "\[[string range [sc_doc 16] 1 end]"
+        assert_equal [dict get $model d:16] [r get d:16]
+        assert_equal [sc_doc 17] [r getdel d:17]
+        dict unset model d:17
+        set digest [r debug digest]
+        r debug reload
+        assert_equal $digest [r debug digest]
+        assert_equal compressed [r object encoding d:20]
+        r restore d:20:copy 0 [r dump d:20]
+        assert_equal [sc_doc 20] [r get d:20:copy]
+        r del d:20:copy
+        sc_check_model $model
+    }
+
+    test {A new generation brings its own dictionary; the old one is freed with its values} {
+        set first [sc_info current_table]
+        set second [r debug strcomp train]
+        assert {$second != $first}
+        assert_equal 2 [sc_info dictionaries]
+        r debug strcomp sweep
+        assert_equal 1 [sc_info dictionaries]
+        assert_equal [sc_doc 30] [r get d:30]
+    }
+
+    test {With string-compression-zstd-min-size 0, long values use the table} {
+        r config set string-compression-zstd-min-size 0
+        r debug strcomp train
+        r debug strcomp sweep
+        assert_equal 0 [sc_info dictionaries]
+        assert_equal compressed [r object encoding d:31]
+        assert_equal [sc_doc 31] [r get d:31]
+        r config set string-compression-zstd-min-size 256
     }
 }
 
