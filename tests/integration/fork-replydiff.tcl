@@ -1211,12 +1211,14 @@ set ::rd_table {
 
 # ---------------------------------------------------------------------------
 # String commands (the `strings` stream, issue #46): ours holds values
-# compressed (string-compression yes, tables trained from 50 values), and
+# compressed (string-compression yes, tables trained from 200 values), and
 # DEBUG STRCOMP TRAIN and SWEEP, sent to ours alone, change its tables and
 # recode its values under the stream. Keys t:0 .. t:11 hold short English
 # texts (which code smaller), short, numeric, binary and long values, and
-# values past string-compression-max-size; every time set is absolute, as
-# in the ttl stream.
+# values past string-compression-max-size; 120 keys of long values beside
+# them give a generation enough long samples for its zstd dictionary, so
+# that long values are zstd frames. Every time set is absolute, as in the
+# ttl stream.
 
 set ::rd_phrases {
     "The quick brown fox jumps over the lazy dog while the cat watches"
@@ -1242,15 +1244,17 @@ proc rd_sval {{k t:0}} {
         num { expr {[rd_rnd 2001] - 1000} }
         float { return [rd_rnd 100].[rd_rnd 100] }
         bin { return "\x00\xff[rd_text]\r\n\x01[rd_rnd 99]" }
-        long {
-            set t {}
-            for {set i [expr {8 + [rd_rnd 20]}]} {$i > 0} {incr i -1} { append t [rd_text] " " }
-            return $t
-        }
+        long { rd_long }
         huge { return [string repeat "[rd_text] " [expr {70 + [rd_rnd 10]}]] }
         empty { return {} }
         eq { return [rd_pick $::rd_phrases] }
     }
+}
+# 8 to 27 texts: 300 bytes to 2 KB, which ours codes as zstd frames.
+proc rd_long {} {
+    set t {}
+    for {set i [expr {8 + [rd_rnd 20]}]} {$i > 0} {incr i -1} { append t [rd_text] " " }
+    return $t
 }
 proc rd_sexpiry {} {
     rd_wpick [list {} 60 [list PXAT [rd_when]] 12 [list EXAT [expr {[rd_when] / 1000}]] 8 KEEPTTL 10 \
@@ -1709,11 +1713,13 @@ proc rd_run_stream {name seed proto nops profile} {
             }
             strings {
                 set table $::rd_strings_table
-                foreach {p v} {string-compression yes string-compression-train-values 50} {
+                foreach {p v} {string-compression yes string-compression-train-values 200} {
                     rd_one ours [list CONFIG SET $p $v]
                 }
                 rd_exec [list x [list RPUSH l:t 0 1 2 3 4 5 6 7 8 9 10 11 12]]
                 for {set i 0} {$i < 200} {incr i} { rd_exec [list x [list SET t:[expr {$i % 12}]:$i [rd_text]]] }
+                # Enough long values for a generation to train a zstd dictionary.
+                for {set i 0} {$i < 120} {incr i} { rd_exec [list x [list SET t:[expr {$i % 12}]:long:$i [rd_long]]] }
             }
         }
         rd_exec [list x [list SET c:str hello]]
@@ -1730,6 +1736,9 @@ proc rd_run_stream {name seed proto nops profile} {
             set info [rd_plain [rd_one ours {INFO memory}] ]
             if {![regexp {string_compression_values:(\d+)} $info -> coded] || $coded == 0} {
                 fail "fork-replydiff: the strings stream left no compressed value on our server"
+            }
+            if {![regexp {string_compression_dictionaries:(\d+)} $info -> dicts] || $dicts == 0} {
+                fail "fork-replydiff: the strings stream's tables had no zstd dictionary"
             }
             rd_one ours {CONFIG SET string-compression no}
         }
