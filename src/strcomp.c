@@ -11,18 +11,30 @@
  * part 7), a
  * string value of string-compression-min-size to -max-size bytes may be
  * held coded with a symbol table (symtab.c) that the server trains from a
- * sample of its own values. Such a value is an object of encoding
- * OBJ_ENCODING_COMPRESSED whose value bytes (an sds, embedded with the key
- * as an embstr's are, or allocated apart) are
+ * sample of its own values, or, from string-compression-zstd-min-size
+ * bytes on, as a zstd frame with a dictionary trained from the same
+ * sample. Such a value is an object of encoding OBJ_ENCODING_COMPRESSED
+ * whose value bytes (an sds, embedded with the key as an embstr's are, or
+ * allocated apart) are
  *
  *    +-----+-----------------------+
- *    | gen | codes ...             |
+ *    | gen | codes ...             |     gen 0..126
  *    +-----+-----------------------+
  *       1    symtabEncode()'s output
  *
- * `gen` names the table (a generation) that coded it. Example: with table 0
- * holding "the " as code 0, the value "the end" may be 00 00 FF 'e' FF 'n'
- * FF 'd' (8 bytes for 7: it would stay plain, see below).
+ *    +-----+--------+--------------+
+ *    | gen | length | frame ...    |     gen 0x80 | 0..126
+ *    +-----+--------+--------------+
+ *       1    1..10    ZSTD_compress2()'s output: magicless, with no
+ *                     checksum, dictionary id or content size
+ *
+ * `gen`'s low 7 bits name the generation that coded it: a symbol table
+ * and, when enough long values were sampled, a zstd dictionary. `length`
+ * is the plain length (7 bits a byte, low ones first, the top bit set on
+ * all but the last), so that STRLEN and the counts below decode nothing.
+ * Example: with table 0 holding "the " as code 0, the value "the end" may
+ * be 00 00 FF 'e' FF 'n' FF 'd' (8 bytes for 7: it would stay plain, see
+ * below).
  *
  * Who sees what:
  * - Commands never see a compressed value. GET, MGET, GETRANGE, STRLEN
@@ -48,9 +60,12 @@
  * many values since the last try, a candidate is trained from four
  * fifths of a fresh sample and takes over only if it codes the other fifth
  * in STRCOMP_ADOPT_GAIN times fewer bytes than the current table does (the
- * data drifted); else it is dropped. Training copies its samples and runs in steps within the
- * cron's budget (symtabTrainerStep), so it never stops the server for
- * long. Values keep the table that coded them; each table
+ * data drifted), or when it brings a zstd dictionary the current one
+ * lacks; else it is dropped. Training copies its samples and runs in
+ * steps within the cron's budget (symtabTrainerStep), so it never stops
+ * the server for long; the dictionary of an adopted table is trained in
+ * one call (ZDICT's fastCover, 6-10 ms). Values keep the generation that
+ * coded them; each
  * counts the values that use it (atomically outside the main thread: a
  * lazy-free thread may free values) and is freed by the cron once it has
  * none and a newer one exists. At
@@ -72,8 +87,10 @@
  *
  * Invariants:
  * - gen[g]'s values (mine + theirs) is the number of live objects of encoding
- *   OBJ_ENCODING_COMPRESSED whose first value byte is g; gen[g].table is
- *   non-NULL while it is non-zero or g is the current table.
+ *   OBJ_ENCODING_COMPRESSED whose first value byte's low 7 bits are g;
+ *   gen[g].table is non-NULL while it is non-zero or g is the current
+ *   table, and so are gen[g].cdict and .ddict while a value of g is a
+ *   frame (a frame is coded only with a dictionary, and both go together).
  * - Every temporary in `temps` has one reference held for it and one for
  *   the temps list; others may take more (a reply that holds the object).
  *

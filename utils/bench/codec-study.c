@@ -14,7 +14,10 @@
  * (higher is better), and the median over 5 passes of ns a value to code
  * and to decode. zstd frames are magicless, with no checksum, no
  * dictionary id and no content size (a server keeps the length beside the
- * value), so their overhead is what a server would pay. The last two rows
+ * value), so their overhead is what a server would pay. The rows "server's
+ * dict" train a 32 KB dictionary as src/strcomp.c does (fastCover with
+ * fixed parameters, on as many training values as 256 KiB hold), at the
+ * server's level 3 and at 1 and --fast=1 for comparison. The last two rows
  * code the held-out values in blocks of 16 (", x16"), for comparison with
  * coding blocks of objects; times are then a block's.
  *
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#define ZDICT_STATIC_LINKING_ONLY /* fastCover with fixed parameters, as the server trains */
 #include <zdict.h>
 #include <zstd.h>
 
@@ -202,19 +206,36 @@ static size_t zDecode(void *ctx, const unsigned char *in, size_t len, unsigned c
     return ZSTD_isError(o) ? SIZE_MAX : o;
 }
 
+/* How a dictionary is trained: ZDICT_trainFromBuffer's search of
+ * parameters on every training value, or the server's way (src/strcomp.c):
+ * fastCover with fixed parameters on as many as 256 KiB hold. */
+enum { DICT_SEARCH, DICT_SERVER };
+
 /* Trains a ZDICT dictionary of at most `size` bytes from the training
  * values; returns its length, 0 when training fails. */
-static size_t trainDict(const values *train, size_t size, void **dict) {
-    size_t total = 0;
-    for (size_t i = 0; i < train->n; i++) total += train->len[i];
+static size_t trainDict(const values *train, size_t size, int how, int level, void **dict) {
+    size_t total = 0, n = 0;
+    for (; n < train->n; n++) {
+        if (how == DICT_SERVER && total + train->len[n] > 256 * 1024) break;
+        total += train->len[n];
+    }
     unsigned char *all = malloc(total);
     size_t off = 0;
-    for (size_t i = 0; i < train->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         memcpy(all + off, train->v[i], train->len[i]);
         off += train->len[i];
     }
     *dict = malloc(size);
-    size_t dlen = ZDICT_trainFromBuffer(*dict, size, all, train->len, (unsigned)train->n);
+    size_t dlen;
+    double t0 = now_ns();
+    if (how == DICT_SERVER) {
+        ZDICT_fastCover_params_t p = {.k = 200, .d = 8, .f = 18, .accel = 1};
+        p.zParams.compressionLevel = level;
+        dlen = ZDICT_trainFromBuffer_fastCover(*dict, size, all, train->len, (unsigned)n, p);
+    } else {
+        dlen = ZDICT_trainFromBuffer(*dict, size, all, train->len, (unsigned)n);
+    }
+    if (how == DICT_SERVER) printf("(the server's dictionary: %zu values, trained in %.1f ms)\n", n, (now_ns() - t0) / 1e6);
     free(all);
     if (ZDICT_isError(dlen)) {
         printf("zstd dict %zu KB: %s\n", size / 1024, ZDICT_getErrorName(dlen));
@@ -223,10 +244,16 @@ static size_t trainDict(const values *train, size_t size, void **dict) {
     return dlen;
 }
 
-static void studyZstd(const values *train, const values *test, size_t maxlen, size_t dictsize, int level, const char *what) {
+static void studyZstd(const values *train,
+                      const values *test,
+                      size_t maxlen,
+                      size_t dictsize,
+                      int how,
+                      int level,
+                      const char *what) {
     void *dict = NULL;
     size_t dlen = 0;
-    if (dictsize && (dlen = trainDict(train, dictsize, &dict)) == 0) {
+    if (dictsize && (dlen = trainDict(train, dictsize, how, level, &dict)) == 0) {
         free(dict);
         return;
     }
@@ -241,11 +268,13 @@ static void studyZstd(const values *train, const values *test, size_t maxlen, si
     if (cd) ZSTD_CCtx_refCDict(z.cc, cd);
     ZSTD_DCtx_setParameter(z.dc, ZSTD_d_format, ZSTD_f_zstd1_magicless);
     if (dd) ZSTD_DCtx_refDDict(z.dc, dd);
-    char name[64];
+    char name[64], lv[16];
+    snprintf(lv, sizeof(lv), level < 0 ? "--fast=%d" : "-%d", level < 0 ? -level : level);
     if (dictsize) {
-        snprintf(name, sizeof(name), "zstd -%d, %zu KB dictionary%s", level, dictsize / 1024, what);
+        snprintf(name, sizeof(name), "zstd %s, %zu KB %s%s", lv, dictsize / 1024,
+                 how == DICT_SERVER ? "server's dict" : "dictionary", what);
     } else {
-        snprintf(name, sizeof(name), "zstd -%d, no dictionary%s", level, what);
+        snprintf(name, sizeof(name), "zstd %s, no dictionary%s", lv, what);
     }
     codec c = {name, dlen, zEncode, zDecode, &z};
     measure(&c, test, maxlen, ZSTD_compressBound(maxlen));
@@ -275,13 +304,18 @@ int main(int argc, char **argv) {
            (double)bytes / all.n, train.n, test.n);
     printf("%-36s %8s %10s %10s %10s\n", "codec", "ratio", "code ns", "decode ns", "table B");
     studySymtab(&train, &test, maxlen);
-    studyZstd(&train, &test, maxlen, 0, 3, "");
+    studyZstd(&train, &test, maxlen, 0, DICT_SEARCH, 3, "");
     static const size_t dicts[] = {16 << 10, 32 << 10, 64 << 10, 112 << 10};
-    for (size_t i = 0; i < sizeof(dicts) / sizeof(dicts[0]); i++) studyZstd(&train, &test, maxlen, dicts[i], 3, "");
-    studyZstd(&train, &test, maxlen, 64 << 10, 9, "");
+    for (size_t i = 0; i < sizeof(dicts) / sizeof(dicts[0]); i++)
+        studyZstd(&train, &test, maxlen, dicts[i], DICT_SEARCH, 3, "");
+    studyZstd(&train, &test, maxlen, 64 << 10, DICT_SEARCH, 9, "");
+    /* The server's: 32 KB from 256 KiB of samples, at level 3, 1 and fast 1. */
+    static const int levels[] = {3, 1, -1};
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+        studyZstd(&train, &test, maxlen, 32 << 10, DICT_SERVER, levels[i], "");
     size_t bmax = maxlen;
     values blocks = blocksOf(&test, 16, &bmax);
-    studyZstd(&train, &blocks, bmax, 64 << 10, 3, ", x16");
-    studyZstd(&train, &blocks, bmax, 0, 3, ", x16");
+    studyZstd(&train, &blocks, bmax, 64 << 10, DICT_SEARCH, 3, ", x16");
+    studyZstd(&train, &blocks, bmax, 0, DICT_SEARCH, 3, ", x16");
     return 0;
 }
