@@ -293,12 +293,14 @@ static size_t getLength(const unsigned char *in, size_t *len) {
 /* Set in the main thread (by the cron): its counts need no atomics. */
 static _Thread_local bool in_main_thread;
 
-/* The decoded length of the value last decoded or measured in the main
- * thread, by its payload's address: a write decodes a value, then frees it
- * (APPEND also measures it first), and each of these needs the length.
- * Valid while `foreign` is unchanged: a value freed by another thread (a
- * lazy free) counts it up, as its address may be reused; one freed by the
- * main thread clears the entry. */
+/* The decoded length of the value last decoded or measured by a command,
+ * by its payload's address: a write decodes a value, then frees it (APPEND
+ * also measures it first), and each of these needs the length. Kept only
+ * within an execution unit (the end of each clears it), where no defrag
+ * moves a value and no pass recodes one: a value freed there by the main
+ * thread clears the entry, and one freed by another thread (a lazy free)
+ * counts `foreign_frees` up, which the entry must still match, as the
+ * address may be reused. */
 static struct {
     const unsigned char *p;
     size_t len;
@@ -307,7 +309,7 @@ static struct {
 static atomic_ullong foreign_frees;
 
 static void rememberLen(const unsigned char *p, size_t len) {
-    if (!in_main_thread) return;
+    if (!in_main_thread || server.execution_nesting == 0) return;
     last_len.p = p;
     last_len.len = len;
     last_len.foreign = atomic_load_explicit(&foreign_frees, memory_order_relaxed);
@@ -526,6 +528,7 @@ robj *strcompReadable(robj *val) {
 }
 
 void strcompReleaseTemps(int nesting) {
+    last_len.p = NULL; /* see last_len */
     while (sc.ntemps && sc.temps[sc.ntemps - 1].depth > nesting) {
         robj *t = sc.temps[--sc.ntemps].o;
         decrRefCount(t);

@@ -41,7 +41,8 @@ struct serverObject *strcompReadable(struct serverObject *val);
 void strcompAddReplyBulk(struct client *c, struct serverObject *o);
 
 /* Releases the temporaries of execution units deeper than `nesting` (-1:
- * all of them, outside any unit). */
+ * all of them, outside any unit), and forgets the last decoded length
+ * (strcomp.c's last_len): called at the end of every execution unit. */
 void strcompReleaseTemps(int nesting);
 
 /* A new plain string object with a compressed value's bytes (refcount 1). */
