@@ -238,11 +238,12 @@ static struct {
     unsigned char *buf;
     size_t buf_cap;
     /* zstd's contexts, made with the first dictionary, and the generation
-     * whose dictionary each one references (-1: none). */
+     * whose dictionary the compression one references (-1: none; a
+     * dictionary is named on each decode). */
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
-    int cctx_gen, dctx_gen;
-} sc = {.current = -1, .cctx_gen = -1, .dctx_gen = -1};
+    int cctx_gen;
+} sc = {.current = -1, .cctx_gen = -1};
 
 /* --- Buffers --- */
 
@@ -293,28 +294,6 @@ static size_t getLength(const unsigned char *in, size_t *len) {
 /* Set in the main thread (by the cron): its counts need no atomics. */
 static _Thread_local bool in_main_thread;
 
-/* The decoded length of the value last decoded or measured by a command,
- * by its payload's address: a write decodes a value, then frees it (APPEND
- * also measures it first), and each of these needs the length. Kept only
- * within an execution unit (the end of each clears it), where no defrag
- * moves a value and no pass recodes one: a value freed there by the main
- * thread clears the entry, and one freed by another thread (a lazy free)
- * counts `foreign_frees` up, which the entry must still match, as the
- * address may be reused. */
-static struct {
-    const unsigned char *p;
-    size_t len;
-    unsigned long long foreign;
-} last_len;
-static atomic_ullong foreign_frees;
-
-static void rememberLen(const unsigned char *p, size_t len) {
-    if (!in_main_thread || server.execution_nesting == 0) return;
-    last_len.p = p;
-    last_len.len = len;
-    last_len.foreign = atomic_load_explicit(&foreign_frees, memory_order_relaxed);
-}
-
 /* The decoded length of the coded value `p` of `plen` bytes (gen byte
  * included). */
 static size_t decodedLen(const unsigned char *p, size_t plen) {
@@ -323,12 +302,8 @@ static size_t decodedLen(const unsigned char *p, size_t plen) {
         getLength(p + 1, &len);
         return len;
     }
-    if (in_main_thread && last_len.p == p &&
-        last_len.foreign == atomic_load_explicit(&foreign_frees, memory_order_relaxed))
-        return last_len.len;
     len = symtabDecodedLen(genOf(p)->table, p + 1, plen - 1);
     serverAssert(len != SIZE_MAX);
-    rememberLen(p, len);
     return len;
 }
 
@@ -377,10 +352,6 @@ void strcompRetain(const robj *o) {
 void strcompFreeValue(robj *o) {
     if (!o->hasembval && o->val_ptr == NULL) return; /* its value moved to another object */
     countValue(o, -1);
-    if (!in_main_thread)
-        atomic_fetch_add_explicit(&foreign_frees, 1, memory_order_relaxed);
-    else if (last_len.p == payloadOf(o))
-        last_len.p = NULL;
     if (!o->hasembval) sdsfree(o->val_ptr);
 }
 
@@ -393,15 +364,9 @@ const unsigned char *strcompPlainBytes(const robj *o, size_t *len) {
 /* Decodes the zstd frame of the long value `p` of `plen` bytes into `out`,
  * which has room for its `len` plain bytes. */
 static void zstdDecode(const unsigned char *p, size_t plen, unsigned char *out, size_t len) {
-    size_t at, stated;
-    at = 1 + getLength(p + 1, &stated);
-    int g = p[0] & ~STRCOMP_ZSTD;
-    if (sc.dctx_gen != g) {
-        ZSTD_DCtx_refDDict(sc.dctx, sc.gen[g].ddict);
-        sc.dctx_gen = g;
-    }
-    size_t n = ZSTD_decompressDCtx(sc.dctx, out, len, p + at, plen - at);
-    serverAssert(!ZSTD_isError(n) && n == len && stated == len);
+    size_t stated, at = 1 + getLength(p + 1, &stated);
+    size_t n = ZSTD_decompress_usingDDict(sc.dctx, out, len, p + at, plen - at, genOf(p)->ddict);
+    serverAssert(!ZSTD_isError(n) && n == len);
 }
 
 const unsigned char *strcompPlainPrefix(const robj *o, size_t want, size_t *len) {
@@ -417,23 +382,13 @@ const unsigned char *strcompPlainPrefix(const robj *o, size_t want, size_t *len)
     unsigned char *out = scratch(cap);
     *len = symtabDecodePrefix(genOf(p)->table, p + 1, plen, out, cap, want);
     serverAssert(*len != SIZE_MAX);
-    if (want == SIZE_MAX) rememberLen(p, *len);
     return out;
 }
 
 robj *strcompDecodeRaw(const robj *o) {
-    const unsigned char *p = payloadOf(o);
-    size_t plen = sdslen((sds)p) - 1, len = decodedLen(p, plen + 1);
-    sds s = sdsnewlen(SDS_NOINIT, 2 * len + 8); /* + 8: the decoder stores words */
-    if (isZstd(p)) {
-        zstdDecode(p, plen + 1, (unsigned char *)s, len);
-    } else {
-        size_t n = symtabDecode(genOf(p)->table, p + 1, plen, (unsigned char *)s, sdsalloc(s));
-        serverAssert(n == len);
-    }
-    sdssetlen(s, len);
-    s[len] = '\0';
-    return createObject(OBJ_STRING, s);
+    size_t len;
+    const unsigned char *s = strcompPlainBytes(o, &len);
+    return createRawStringObject((const char *)s, len);
 }
 
 void strcompAddReplyBulk(client *c, robj *o) {
@@ -528,7 +483,6 @@ robj *strcompReadable(robj *val) {
 }
 
 void strcompReleaseTemps(int nesting) {
-    last_len.p = NULL; /* see last_len */
     while (sc.ntemps && sc.temps[sc.ntemps - 1].depth > nesting) {
         robj *t = sc.temps[--sc.ntemps].o;
         decrRefCount(t);
@@ -717,10 +671,6 @@ static void freeDictionary(int g) {
         ZSTD_CCtx_refCDict(sc.cctx, NULL);
         sc.cctx_gen = -1;
     }
-    if (sc.dctx_gen == g) {
-        ZSTD_DCtx_refDDict(sc.dctx, NULL);
-        sc.dctx_gen = -1;
-    }
     ZSTD_freeCDict(sc.gen[g].cdict);
     ZSTD_freeDDict(sc.gen[g].ddict);
     sc.gen[g].cdict = NULL;
@@ -740,22 +690,24 @@ static int trainInstall(bool force) {
     size_t raw = 0, coded = sampleCodedBytes(t, 0, sc.job.ntrain);
     for (size_t i = 0; i < sc.job.ntrain; i++) raw += sc.job.len[i];
     bool gains = true;
+    size_t mine = 0, now = 0;
     if (sc.current >= 0) {
         sc.tried++;
-        size_t mine = sampleCodedBytes(t, sc.job.ntrain, sc.job.n);
-        size_t now = sampleCodedBytes(sc.gen[sc.current].table, sc.job.ntrain, sc.job.n);
+        mine = sampleCodedBytes(t, sc.job.ntrain, sc.job.n);
+        now = sampleCodedBytes(sc.gen[sc.current].table, sc.job.ntrain, sc.job.n);
         gains = force || (double)mine * STRCOMP_ADOPT_GAIN <= (double)now;
-        if (!gains && !sc.gen[sc.current].cdict) trainDictionary(&sc.gen[g]);
-        if (!gains && !sc.gen[g].cdict) {
-            serverLog(LL_VERBOSE, "String compression: table %d kept (%zu bytes of held-out samples coded, a new one %zu)",
-                      sc.current, now, mine);
-            symtabFree(t);
-            trainDrop();
-            return -1;
-        }
-        sc.adopted++;
     }
-    if (gains) trainDictionary(&sc.gen[g]);
+    /* Only a table that takes over, or a current one without a dictionary,
+     * is worth a dictionary's training. */
+    if (gains || !sc.gen[sc.current].cdict) trainDictionary(&sc.gen[g]);
+    if (!gains && !sc.gen[g].cdict) {
+        serverLog(LL_VERBOSE, "String compression: table %d kept (%zu bytes of held-out samples coded, a new one %zu)",
+                  sc.current, now, mine);
+        symtabFree(t);
+        trainDrop();
+        return -1;
+    }
+    if (sc.current >= 0) sc.adopted++;
     sc.gen[g].table = t;
     sc.gen[g].trained_ratio = coded ? (double)raw / coded : 1;
     sc.current = g;

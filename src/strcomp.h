@@ -16,12 +16,12 @@ struct client;
 
 /* The configs (config.c registers them). */
 typedef struct {
-    int enabled;      /* string-compression */
-    int min_size;     /* string-compression-min-size: shorter values stay plain */
-    int max_size;     /* string-compression-max-size: longer values stay plain */
+    int enabled;       /* string-compression */
+    int min_size;      /* string-compression-min-size: shorter values stay plain */
+    int max_size;      /* string-compression-max-size: longer values stay plain */
     int zstd_min_size; /* string-compression-zstd-min-size: from here on, zstd (0: never) */
-    int train_values; /* string-compression-train-values: values a table is trained from */
-    int cycle_us;     /* string-compression-cycle-us: background work a cron call, µs */
+    int train_values;  /* string-compression-train-values: values a table is trained from */
+    int cycle_us;      /* string-compression-cycle-us: background work a cron call, µs */
 } strcompConfigs;
 extern strcompConfigs strcomp_config;
 
@@ -41,15 +41,13 @@ struct serverObject *strcompReadable(struct serverObject *val);
 void strcompAddReplyBulk(struct client *c, struct serverObject *o);
 
 /* Releases the temporaries of execution units deeper than `nesting` (-1:
- * all of them, outside any unit), and forgets the last decoded length
- * (strcomp.c's last_len): called at the end of every execution unit. */
+ * all of them, outside any unit). */
 void strcompReleaseTemps(int nesting);
 
 /* A new plain string object with a compressed value's bytes (refcount 1). */
 struct serverObject *strcompDecodeObject(const struct serverObject *val);
-/* A new RAW string object with a compressed value's bytes and room for as
- * many again, as upstream's sdscatlen leaves (refcount 1): what
- * dbUnshareStringValue hands APPEND, SETRANGE and the bit commands. */
+/* A new RAW string object with a compressed value's bytes (refcount 1):
+ * what dbUnshareStringValue hands APPEND, SETRANGE and the bit commands. */
 struct serverObject *strcompDecodeRaw(const struct serverObject *val);
 /* The decoded length of a compressed value. */
 size_t strcompDecodedLen(const struct serverObject *val);
