@@ -171,6 +171,7 @@ struct hpset {
     uint64_t atDepth; /* Segments whose depth is the directory's. */
     uint8_t depth;
     uint8_t maxPer;
+    void *aux; /* The server's (hpsAux): carried, never read. */
 };
 
 static uint8_t hash_seed[16];
@@ -661,6 +662,10 @@ void hpsFree(hpset *s) {
     }
     zfree(s->dir);
     zfree(s);
+}
+
+void **hpsAux(hpset *s) {
+    return &s->aux;
 }
 
 int hpsIsSet(const void *p) {

@@ -61,7 +61,13 @@ robj *createSetBtreeObject(void) {
     return o;
 }
 
+/* The members' expire times (t_set_ttl.c), which either form carries. */
+robj **setBtreeTtlSlot(void *v) {
+    return (robj **)(ibsIsSet(v) ? ibsAux(v) : hpsAux(v));
+}
+
 void setBtreeFree(void *v) {
+    setTtlIndexFree(*setBtreeTtlSlot(v));
     if (ibsIsSet(v))
         ibsFree(v);
     else
@@ -69,7 +75,8 @@ void setBtreeFree(void *v) {
 }
 
 size_t setBtreeAllocSize(const void *v) {
-    return ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v);
+    size_t bytes = setTtlIndexAllocSize(*setBtreeTtlSlot((void *)v));
+    return bytes + (ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v));
 }
 
 /* The integer form to the string form, for good, sized for `expected`
@@ -79,6 +86,7 @@ static hpset *stringsFromSet(robj *setobj, unsigned long expected);
 static void moveToStrings(robj *set, unsigned long expected) {
     hpset *t = stringsFromSet(set, expected);
     serverAssert(t); /* a set has no repeats */
+    *hpsAux(t) = *ibsAux(objectGetVal(set));
     ibsFree(objectGetVal(set));
     objectSetVal(set, t);
 }
@@ -130,6 +138,10 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
 /* The member may come from this set's own buckets (SPOP's iterations): the
  * engine reads it before the entry goes. */
 int setBtreeRemove(robj *set, const char *m, size_t len) {
+    /* The expire time goes first: m may lie in the set's own buckets. A
+     * member the set lacks has none. */
+    robj *ttls = *setBtreeTtlSlot(objectGetVal(set));
+    if (ttls) setTtlIndexForget(ttls, m, len);
     if (isIntegers(set)) {
         long long v;
         return string2ll(m, len, &v) && ibsDelete(objectGetVal(set), v);
@@ -435,18 +447,21 @@ void setBtreeIntersect(robj **sets, unsigned long setnum, int (*fn)(void *privda
 
 /* COPY of a big set: the same form. */
 void *setBtreeDup(const void *v) {
+    void *copy;
     if (hpsIsSet(v)) {
-        hpset *copy = hpsCreate(hpsLength(v));
+        copy = hpsCreate(hpsLength(v));
         hpsIter it;
         const unsigned char *e;
         size_t elen;
         hpsIterInit(v, &it);
         while (hpsIterNext(&it, &e, &elen)) serverAssert(hpsInsert(copy, e, elen));
-        return copy;
+    } else {
+        copy = ibsCreate();
+        ibsCursor c;
+        for (int more = ibsFirst(v, &c); more; more = ibsNext(&c)) serverAssert(ibsAppend(copy, c.value));
     }
-    ibset *copy = ibsCreate();
-    ibsCursor c;
-    for (int more = ibsFirst(v, &c); more; more = ibsNext(&c)) serverAssert(ibsAppend(copy, c.value));
+    robj *ttls = *setBtreeTtlSlot((void *)v);
+    if (ttls) *setBtreeTtlSlot(copy) = zsetDup(ttls);
     return copy;
 }
 

@@ -29,6 +29,7 @@ set ::fs_big_encoding btree
 
 # Big sets filled on the server: ::fork_sfill_lua.
 source tests/helpers/fork-sfill.tcl
+source tests/helpers/fork-payload.tcl
 
 # The set at `key` is past its intset/listpack.
 proc fs_assert_big {key} {
@@ -1322,33 +1323,6 @@ start_server {
 # option in its configuration and ignores it (payloads are always checked
 # in full; CONFIG SET does not know it), and so must a big set.
 
-set ::fs_crc64_table {}
-for {set i 0} {$i < 256} {incr i} {
-    set crc $i
-    for {set j 0} {$j < 8} {incr j} {
-        set crc [expr {$crc & 1 ? ($crc >> 1) ^ 0x95ac9329ac4bc9b5 : $crc >> 1}]
-    }
-    lappend ::fs_crc64_table $crc
-}
-
-# Valkey's CRC64 (Jones, reflected, initial 0).
-proc fs_crc64 {data} {
-    binary scan $data cu* bytes
-    set crc 0
-    foreach b $bytes {
-        set crc [expr {[lindex $::fs_crc64_table [expr {($crc ^ $b) & 0xff}]] ^ ($crc >> 8)}]
-    }
-    return $crc
-}
-
-# An RDB length.
-proc fs_rdb_len {n} {
-    if {$n < 64} { return [binary format c $n] }
-    if {$n < 16384} { return [binary format cc [expr {0x40 | ($n >> 8)}] [expr {$n & 0xff}]] }
-    if {$n < 4294967296} { return [binary format cI 0x80 $n] }
-    return [binary format cW 0x81 $n]
-}
-
 # Reads an RDB length at `off` of `data`: {value next-offset special}.
 proc fs_read_len {data off} {
     binary scan $data @${off}cu b
@@ -1410,13 +1384,7 @@ proc fs_make_payload {type version elements {count {}} {tail {}}} {
     fs_close_payload $body $version
 }
 
-proc fs_close_payload {body version} {
-    set body $body[binary format s $version]
-    return $body[binary format w [fs_crc64 $body]]
-}
 
-# A raw (not integer-encoded) RDB string.
-proc fs_raw_string {s} { return [fs_rdb_len [string length $s]]$s }
 
 set ::fs_run_oom_tests [expr {[exec uname -m] in {x86_64 aarch64}}]
 
