@@ -28,7 +28,7 @@ hpset *hpsCreate(uint64_t expected);
 void hpsFree(hpset *s);
 int hpsIsSet(const void *p);
 /* A pointer the server keeps with the set (its members' expire times,
- * t_set_ttl.c), NULL in a new set. The engine carries it through growth
+ * t_member_ttl.c), NULL in a new set. The engine carries it through growth
  * and defrag and never reads or frees it. */
 void **hpsAux(hpset *s);
 uint64_t hpsLength(const hpset *s);

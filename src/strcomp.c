@@ -467,12 +467,7 @@ robj *strcompTryCompress(robj *val) {
 
 /* --- Temporaries --- */
 
-robj *strcompReadable(robj *val) {
-    if (val->encoding != OBJ_ENCODING_COMPRESSED) return val;
-    size_t len;
-    const unsigned char *s = strcompPlainBytes(val, &len);
-    robj *t = createStringObjectWithExpire((const char *)s, len, objectGetExpire(val));
-    t->lru = val->lru;
+robj *strcompHoldTemp(robj *t) {
     incrRefCount(t); /* the reference held for it, see the invariants */
     if (sc.ntemps == sc.temps_cap) {
         sc.temps_cap = sc.temps_cap ? sc.temps_cap * 2 : 16;
@@ -480,6 +475,15 @@ robj *strcompReadable(robj *val) {
     }
     sc.temps[sc.ntemps++] = (strcompTemp){t, server.execution_nesting};
     return t;
+}
+
+robj *strcompReadable(robj *val) {
+    if (val->encoding != OBJ_ENCODING_COMPRESSED) return val;
+    size_t len;
+    const unsigned char *s = strcompPlainBytes(val, &len);
+    robj *t = createStringObjectWithExpire((const char *)s, len, objectGetExpire(val));
+    t->lru = val->lru;
+    return strcompHoldTemp(t);
 }
 
 void strcompReleaseTemps(int nesting) {

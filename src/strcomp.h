@@ -35,6 +35,11 @@ struct serverObject *strcompTryCompress(struct serverObject *val);
  * ends; any other value is returned as it is. */
 struct serverObject *strcompReadable(struct serverObject *val);
 
+/* Makes t (a new object, refcount 1) such a temporary, released with the
+ * execution unit that asked for it: also what a replica's read of a set
+ * with members due sees (t_member_ttl.c). Returns t. */
+struct serverObject *strcompHoldTemp(struct serverObject *t);
+
 /* Replies with a string value (addReplyBulk), a compressed one decoded
  * straight into the reply: GET, MGET and the like read through this with
  * LOOKUP_STORED, and no temporary is made. */

@@ -61,13 +61,13 @@ robj *createSetBtreeObject(void) {
     return o;
 }
 
-/* The members' expire times (t_set_ttl.c), which either form carries. */
+/* The members' expire times (t_member_ttl.c), which either form carries. */
 robj **setBtreeTtlSlot(void *v) {
     return (robj **)(ibsIsSet(v) ? ibsAux(v) : hpsAux(v));
 }
 
 void setBtreeFree(void *v) {
-    setTtlIndexFree(*setBtreeTtlSlot(v));
+    memberTtlIndexFree(*setBtreeTtlSlot(v));
     if (ibsIsSet(v))
         ibsFree(v);
     else
@@ -75,7 +75,7 @@ void setBtreeFree(void *v) {
 }
 
 size_t setBtreeAllocSize(const void *v) {
-    size_t bytes = setTtlIndexAllocSize(*setBtreeTtlSlot((void *)v));
+    size_t bytes = memberTtlIndexAllocSize(*setBtreeTtlSlot((void *)v));
     return bytes + (ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v));
 }
 
@@ -141,7 +141,7 @@ int setBtreeRemove(robj *set, const char *m, size_t len) {
     /* The expire time goes first: m may lie in the set's own buckets. A
      * member the set lacks has none. */
     robj *ttls = *setBtreeTtlSlot(objectGetVal(set));
-    if (ttls) setTtlIndexForget(ttls, m, len);
+    if (ttls) memberTtlIndexForget(ttls, m, len);
     if (isIntegers(set)) {
         long long v;
         return string2ll(m, len, &v) && ibsDelete(objectGetVal(set), v);

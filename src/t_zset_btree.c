@@ -120,7 +120,8 @@ int zsetConvertFromLoadedListpack(robj *o) {
     return C_OK;
 }
 
-/* COPY: appended in order, leaves filled whole. */
+/* COPY: appended in order, leaves filled whole; the members' times
+ * (t_member_ttl.c) copied too. */
 zbt *zsetBtreeDup(zbt *t) {
     zbt *copy = zbtCreate(zbtLength(t));
     zbtCursor *cur = zmalloc(sizeof(*cur));
@@ -128,7 +129,19 @@ zbt *zsetBtreeDup(zbt *t) {
         serverAssert(zsetBtreeAdd(copy, cur->score, cur->member, cur->len) == ZBT_OK);
     zfree(cur);
     zbtAppendDone(copy);
+    robj *ttls = *zbtAux(t);
+    if (ttls) *zbtAux(copy) = zsetDup(ttls);
     return copy;
+}
+
+/* The tree and its members' times. */
+void zsetBtreeFree(zbt *t) {
+    memberTtlIndexFree(*zbtAux(t));
+    zbtFree(t);
+}
+
+size_t zsetBtreeAllocSize(zbt *t) {
+    return zbtAllocSize(t) + memberTtlIndexAllocSize(*zbtAux(t));
 }
 
 /* Upstream's lex bounds are sds strings, or shared.minstring/maxstring for

@@ -251,6 +251,7 @@ struct zbt {
     int8_t appendDir;
     uint8_t height; /* 0 when the root is a leaf. */
     uint8_t foundHashed;
+    void *aux; /* The server's (zbtAux): carried, never read. */
 };
 
 _Static_assert(sizeof(struct zbt) <= 160, "a tree's struct outgrew its allocation class");
@@ -1793,6 +1794,10 @@ void zbtFree(zbt *t) {
     leafTableFree(t);
     zmiFree(t->index);
     zfree(t);
+}
+
+void **zbtAux(zbt *t) {
+    return &t->aux;
 }
 
 unsigned long zbtLength(const zbt *t) { return t->length; }

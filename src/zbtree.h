@@ -75,6 +75,10 @@ enum {
 
 zbt *zbtCreate(size_t expected);
 void zbtFree(zbt *t);
+/* A pointer the server keeps with the tree (its members' expire times,
+ * t_member_ttl.c), NULL in a new tree. The engine carries it through
+ * growth and defrag and never reads or frees it. */
+void **zbtAux(zbt *t);
 unsigned long zbtLength(const zbt *t);
 size_t zbtAllocSize(const zbt *t);
 void zbtSetHashSeed(const uint8_t seed[16]);

@@ -1,8 +1,10 @@
-# Set members that expire (issue #47; src/t_set_ttl.c), on our server alone.
+# Members of sets and sorted sets that expire (issue #47;
+# src/t_member_ttl.c), on our server alone.
 #
 # SADDEX, SEXPIRE, SPEXPIRE, SEXPIREAT, SPEXPIREAT, STTL, SPTTL,
 # SEXPIRETIME, SPEXPIRETIME and SPERSIST with Redis 8.12's arguments and
-# replies. This file checks:
+# replies, and their sorted-set twins (ZADDEX with ZADD's conditions,
+# ZEXPIRE ... ZPERSIST). This file checks, for sets first:
 #   - every command's replies and per-member codes, options, errors, a
 #     missing key and a key of another type;
 #   - that no command sees a due member (lazy removal on lookup), that a set
@@ -12,9 +14,11 @@
 #     expiry removed) and that a replica follows;
 #   - the times through DEBUG RELOAD, DUMP/RESTORE, AOF rewrite, COPY,
 #     RENAME, SPOP of most of a set, SMOVE and SADD;
-#   - keyspace notifications, INFO's expired_set_members and
+#   - keyspace notifications, INFO's expired_members and
 #     keys_with_volatile_items, MEMORY USAGE;
-#   - corrupt RESTORE payloads of the fork's RDB type, rejected.
+#   - corrupt RESTORE payloads of the fork's RDB type, rejected;
+# then for sorted sets the same, with ZADDEX's conditions and CH, and the
+# removals of ZREMRANGE*, ZPOP* and ZADD / ZINCRBY of a member with a time.
 
 source tests/helpers/fork-payload.tcl
 
@@ -152,12 +156,12 @@ start_server {tags {"fork" "set"}} {
 
     test {Active expiry removes due members of sets nobody reads} {
         r flushall
-        set before [s expired_set_members]
+        set before [s expired_members]
         r sadd keep k
         r saddex keep px 100 members 3 a b c
         r saddex allgone px 100 members 2 a b
         wait_for_condition 50 100 {
-            [s expired_set_members] == $before + 5
+            [s expired_members] == $before + 5
         } else {
             fail "active expiry did not remove the members"
         }
@@ -331,5 +335,230 @@ start_server {tags {"fork" "set" "repl"}} {
             }
             assert_equal {b c} [lsort [$replica smembers s]]
         }
+
+        test {A replica's reads do not see due members it still holds} {
+            $primary debug set-active-expire 0
+            $primary sadd h a b c
+            $primary saddex h px 100 members 1 a
+            $primary saddex gone px 100 members 2 x y
+            wait_for_ofs_sync $primary $replica
+            set expired [status $primary expired_members]
+            after 200
+            # The replica holds them (DBSIZE counts gone), its reads do not
+            # see them.
+            assert_equal [$primary dbsize] [$replica dbsize]
+            assert_equal 0 [$replica exists gone]
+            assert_equal {} [$replica smembers gone]
+            assert_equal {b c} [lsort [$replica smembers h]]
+            assert_equal 2 [$replica scard h]
+            assert_equal {0 1} [$replica smismember h a b]
+            assert_equal {-2 -1} [$replica sttl h members 2 a b]
+            assert_equal $expired [status $primary expired_members]
+            # A read on the primary removes them, and the replica follows.
+            assert_equal 2 [$primary scard h]
+            assert_equal 0 [$primary exists gone]
+            wait_for_ofs_sync $primary $replica
+            assert_equal [$primary dbsize] [$replica dbsize]
+            assert_equal {b c} [lsort [$replica smembers h]]
+            $primary debug set-active-expire 1
+        } {OK} {needs:debug}
+    }
+}
+
+start_server {tags {"fork" "zset"}} {
+    test {ZEXPIRE family, ZTTL family and ZPERSIST} {
+        r flushall
+        r zadd z 1 a 2 b 3 c 4 d
+        assert_equal {1 -2} [r zexpire z 100 members 2 a nosuch]
+        assert_equal {0 1} [r zexpire z 200 nx members 2 a b]
+        assert_equal {1 0} [r zpexpire z 300000 xx members 2 a c]
+        assert_equal {0 1} [r zexpire z 400 lt members 2 a c]
+        assert_equal {300 200 400 -1 -2} [r zttl z members 5 a b c d x]
+        assert_range [lindex [r zpttl z members 1 a] 0] 290000 300000
+        set t [fst_future_ms 1000]
+        assert_equal {1} [r zpexpireat z $t members 1 d]
+        assert_equal [list $t] [r zpexpiretime z members 1 d]
+        assert_equal [list [expr {($t + 999) / 1000}]] [r zexpiretime z members 1 d]
+        assert_equal {1 -1 -2} [r zpersist z members 3 a a x]
+        assert_equal {2 -2} [r zexpireat z 1 members 2 b nosuch]
+        assert_equal {c d} [r zrange z 1 -1]
+        assert_equal {2 2 2} [r zpexpireat z 1 members 3 a c d]
+        assert_equal 0 [r exists z]
+        assert_equal {-2} [r zttl z members 1 a]
+        r set str v
+        assert_error {*WRONGTYPE*} {r zexpire str 10 members 1 a}
+        assert_error {*WRONGTYPE*} {r zaddex str members 1 1 a}
+    }
+
+    test {ZADDEX: ZADD's conditions and CH, with times} {
+        r flushall
+        assert_equal 2 [r zaddex z ex 100 members 2 1 a 2 b]
+        assert_equal {100 100} [r zttl z members 2 a b]
+        # No time: the members let through become persistent.
+        assert_equal 0 [r zaddex z members 1 5 b]
+        assert_equal {5} [r zscore z b]
+        assert_equal {100 -1} [r zttl z members 2 a b]
+        # KEEPTTL keeps them; new members get none.
+        assert_equal 1 [r zaddex z keepttl members 2 7 a 3 c]
+        assert_equal {100 -1 7} [concat [r zttl z members 2 a c] [r zscore z a]]
+        # Conditions: a member they stop keeps its score and time.
+        assert_equal 0 [r zaddex z nx ex 10 members 1 0 a]
+        assert_equal {100} [r zttl z members 1 a]
+        assert_equal 1 [r zaddex z xx gt ch ex 20 members 3 1 a 9 c 1 nosuch]
+        assert_equal {100 20} [r zttl z members 2 a c]
+        assert_equal {} [r zscore z nosuch]
+        assert_equal 0 [r zaddex nokey xx ex 10 members 1 1 a]
+        assert_equal 0 [r exists nokey]
+        # A time past removes the members there and adds none.
+        assert_equal 0 [r zaddex z pxat 1 members 2 1 a 1 newone]
+        assert_equal {} [r zscore z a]
+        assert_equal {} [r zscore z newone]
+        assert_error {*XX and NX*} {r zaddex z nx xx members 1 1 a}
+        assert_error {*GT, LT, and/or NX*} {r zaddex z gt lt members 1 1 a}
+        assert_error {*not a valid float*} {r zaddex z members 1 nan a}
+        assert_error {*wrong number of arguments*} {r zaddex z members 2 1 a}
+        assert_error {*unknown argument*} {r zaddex z members 1 1 a 2}
+        assert_error {*Only one of EX*} {r zaddex z ex 1 px 1 members 1 1 a}
+    }
+
+    test {No sorted-set command sees a due member} {
+        r flushall
+        r debug set-active-expire 0
+        r zadd z 1 a 2 b 3 c
+        r zpexpire z 100 members 1 b
+        r zadd big {*}[concat {*}[lmap i [fst_range 0 299] {list $i m$i}]]
+        r zpexpire big 100 members 2 m1 m2
+        after 200
+        assert_equal 2 [r zcard z]
+        assert_equal {a c} [r zrange z 0 -1]
+        assert_equal {1} [r zrank z c]
+        assert_equal 1 [r zcount z 2 3]
+        assert_equal {} [r zscore z b]
+        assert_equal 298 [r zcard big]
+        assert_equal {m0 m3} [r zrange big 0 1]
+        r zaddex gone px 100 members 2 1 x 2 y
+        after 200
+        assert_equal 0 [r exists gone]
+        r debug set-active-expire 1
+    } {OK} {needs:debug}
+
+    test {Removing a member drops its time: ZREM, ZPOPMIN, ZREMRANGE*; ZADD and ZINCRBY keep it} {
+        r flushall
+        r zadd z {*}[concat {*}[lmap i [fst_range 0 299] {list $i m$i}]]
+        r zexpire z 100 members 8 m0 m1 m5 m10 m150 m200 m250 m299
+        r zpopmin z
+        r zrem z m1
+        r zremrangebyscore z 4 6
+        r zremrangebyrank z 140 147
+        r zremrangebyrank z -1 -1
+        assert_equal {-2 -2 -2 100 -2 100 100 -2} [r zttl z members 8 m0 m1 m5 m10 m150 m200 m250 m299]
+        r zadd z 5000 m10
+        r zincrby z 1 m200
+        assert_equal {100 100} [r zttl z members 2 m10 m200]
+        # A member added again after its removal has no time.
+        r zadd z 1 m0
+        assert_equal {-1} [r zttl z members 1 m0]
+        r zadd lex 0 a 0 b 0 c 0 d
+        r zexpire lex 100 members 3 a b d
+        r zremrangebylex lex {[a} {[b}
+        assert_equal {-2 -2 -1 100} [r zttl lex members 4 a b c d]
+        r zadd lex 0 a
+        assert_equal {-1} [r zttl lex members 1 a]
+    }
+
+    test {Active expiry of sorted sets} {
+        r flushall
+        set before [s expired_members]
+        r zadd keep 1 k
+        r zaddex keep px 100 members 2 2 a 3 b
+        r zaddex allgone px 100 members 1 1 a
+        wait_for_condition 50 100 {
+            [s expired_members] == $before + 3
+        } else {
+            fail "active expiry did not remove the members"
+        }
+        assert_equal 1 [r dbsize]
+        assert_equal {k} [r zrange keep 0 -1]
+    }
+
+    test {Sorted-set times through DEBUG RELOAD, DUMP/RESTORE, COPY, AOF rewrite} {
+        r flushall
+        r zadd small 1 a 2 b
+        r zexpire small 1000 members 1 a
+        r zadd big {*}[concat {*}[lmap i [fst_range 0 299] {list $i m$i}]]
+        r zexpire big 2000 members 2 m5 m299
+        r debug reload
+        assert_equal {1000 -1} [r zttl small members 2 a b]
+        assert_equal {2000 2000 -1} [r zttl big members 3 m5 m299 m6]
+        set d [r dump big]
+        assert_equal 201 [scan [string index $d 0] %c]
+        r restore big2 0 $d
+        assert_equal {2000 -1} [r zttl big2 members 2 m5 m6]
+        assert_equal [r zrange big 0 -1 withscores] [r zrange big2 0 -1 withscores]
+        r copy small small2
+        r zexpire small 5 members 1 a
+        assert_equal {1000} [r zttl small2 members 1 a]
+        r bgrewriteaof
+        waitForBgrewriteaof r
+        r debug loadaof
+        assert_equal {5 1000 2000} [concat [r zttl small members 1 a] [r zttl small2 members 1 a] [r zttl big members 1 m5]]
+        binary scan [string range $d end-9 end-8] s version
+        set t [binary format w [fst_future_ms 100]]
+        set body [binary format c 201][fs_rdb_len 1][fs_raw_string a][binary format d 1.5]
+        r restore ok 0 [fs_close_payload $body[fs_rdb_len 1][fs_raw_string a]$t $version]
+        assert_equal {1.5 100} [concat [r zscore ok a] [r zttl ok members 1 a]]
+        assert_error {*Bad data format*} {r restore bad 0 [fs_close_payload $body[fs_rdb_len 1][fs_raw_string x]$t $version]}
+        assert_error {*Bad data format*} {r restore bad 0 [fs_close_payload $body[fs_rdb_len 0] $version]}
+    } {} {needs:debug}
+
+    test {What sorted-set commands propagate} {
+        r flushall
+        r debug set-active-expire 0
+        set repl [attach_to_replication_stream]
+        r zaddex z nx ch ex 100 members 2 1 a 2 b
+        r zaddex z gt members 2 0 a 5 b
+        r zexpire z 10 members 1 b
+        r zexpireat z 1 members 1 a
+        r zpexpire z 1 members 1 b
+        after 20
+        r zcard z
+        assert_replication_stream $repl {
+            {select *}
+            {zaddex z PXAT * MEMBERS 2 1 a 2 b}
+            {zaddex z MEMBERS 1 5 b}
+            {zpexpireat z * MEMBERS 1 b}
+            {zrem z a}
+            {zpexpireat z * MEMBERS 1 b}
+            {zrem z b}
+        }
+        close_replication_stream $repl
+        r debug set-active-expire 1
+    } {OK} {needs:debug needs:repl}
+}
+
+start_server {tags {"fork" "zset" "repl"}} {
+    start_server {} {
+        set primary [srv -1 client]
+        set replica [srv 0 client]
+        test {A replica hides a sorted set's due members until the primary removes them} {
+            $replica replicaof [srv -1 host] [srv -1 port]
+            wait_for_condition 50 100 {
+                [string match {*master_link_status:up*} [$replica info replication]]
+            } else {
+                fail "replica did not connect"
+            }
+            $primary debug set-active-expire 0
+            $primary zadd z 1 a 2 b 3 c
+            $primary zpexpire z 100 members 1 b
+            wait_for_ofs_sync $primary $replica
+            after 200
+            assert_equal {a c} [$replica zrange z 0 -1]
+            assert_equal 2 [$replica zcard z]
+            assert_equal [$primary dbsize] [$replica dbsize]
+            assert_equal {a c} [$primary zrange z 0 -1]
+            wait_for_ofs_sync $primary $replica
+            assert_equal {a c} [$replica zrange z 0 -1]
+            $primary debug set-active-expire 1
+        } {OK} {needs:debug}
     }
 }

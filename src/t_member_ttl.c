@@ -1,0 +1,1066 @@
+/*
+ * Copyright (c) 2026, the authors of this fork of Valkey.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Members that expire, of sets and sorted sets: SADDEX, SEXPIRE and their
+ * kin (Redis 8.12's names, arguments and replies), and the same family for
+ * sorted sets (ZADDEX, ZEXPIRE, ZTTL, ZPERSIST, ...).
+ *
+ * A set or sorted set with a member that has an expire time is in its big
+ * form (t_set_btree.c, t_zset_btree.c), and the form's engine carries an
+ * index of the times: a sorted set whose members are the key's volatile
+ * members, scored by their expire times in Unix milliseconds. It is
+ * upstream's sorted set (a listpack while small) or ours (zbtree.c) past
+ * that:
+ *
+ *   robj { OBJ_SET, BTREE }  --> ibset | hpset { ..., aux } --+
+ *   robj { OBJ_ZSET, BTREE } --> zbt { ..., aux } ------------+
+ *                                                             |
+ *                   robj { OBJ_ZSET } <------------------------+
+ *                   member -> expire time (ms), ordered by time
+ *
+ * So the earliest time is the index's first entry, a member's time is a
+ * score lookup, and the members due are a prefix of the index.
+ *
+ * Invariants:
+ * - Every member of the index is a member of the key, with a time no
+ *   later than TTL_MAX_MS (2^48 ms, Redis's bound for a member's time; a
+ *   score holds every time up to 2^53 exactly).
+ * - A key has an index, possibly empty, exactly while it is in its
+ *   database's keys_with_volatile_items (objectHasVolatileItems), which
+ *   the FIELDS job of active expiry (expire.c) walks. Removing a member
+ *   (setBtreeRemove, zsetDel, ZREMRANGE*) takes its time out of the index
+ *   and may leave it empty; whoever next holds the database for it (a TTL
+ *   command, a reclaim) frees it and untracks the key.
+ * - A key with an index stays in the big form: SPOP of most of a set,
+ *   which rebuilds the rest into a new small set, pops one by one instead.
+ *
+ * Who removes a due member:
+ * - lookupKey(), on a primary, before a command sees the key
+ *   (memberTtlOnLookup), so that no command sees one there;
+ * - active expiry, within active-expire-effort's budget, for keys nobody
+ *   reads (memberTtlReclaim, through dbReclaimExpiredFields).
+ * Both propagate SREM / ZREM of the members, and delete a key left empty,
+ * as upstream's hash field expiry propagates HDEL. A replica removes
+ * members on its primary's SREM / ZREM only; until then its reads see a
+ * temporary copy without the due ones (strcompHoldTemp), as upstream's
+ * replicas hide an expired key.
+ *
+ * Commands that set a time propagate it as an absolute one (SPEXPIREAT,
+ * SADDEX ... PXAT and their sorted-set twins), and a time already past as
+ * SREM / ZREM of the members it removes.
+ */
+
+#include "server.h"
+#include "expire.h"
+#include "hpset.h"
+#include "rdb.h"
+#include "strcomp.h"
+
+/* 2^48 ms, in the year 10889: Redis's bound for a member's time. */
+#define TTL_MAX_MS (1LL << 48)
+/* Members a propagated SREM names at most. */
+#define RECLAIM_BATCH 1024
+
+/* Per-member reply codes of SEXPIRE and SPERSIST. */
+#define MEMBER_MISSING -2
+#define MEMBER_NO_TTL -1
+#define MEMBER_UNCHANGED 0
+#define MEMBER_SET 1
+#define MEMBER_REMOVED 2
+
+static long long stat_expired_members = 0;
+static robj *saddex_cmd, *zaddex_cmd, *pxat_arg, *keepttl_arg, *members_arg;
+
+/* What differs between a set and a sorted set here. */
+typedef struct memberKind {
+    int type, notify;
+    const char *rem, *pexpireat; /* The commands propagated. */
+    char *expired, *expire, *persist; /* Keyspace events. */
+    char *remevent;
+    robj *rem_cmd, *pexpireat_cmd;
+} memberKind;
+
+static memberKind set_kind = {OBJ_SET, NOTIFY_SET, "SREM", "SPEXPIREAT", "sexpired", "sexpire", "spersist", "srem"};
+static memberKind zset_kind = {OBJ_ZSET, NOTIFY_ZSET, "ZREM", "ZPEXPIREAT", "zexpired", "zexpire", "zpersist", "zrem"};
+
+static memberKind *kindOf(const robj *o) {
+    return o->type == OBJ_SET ? &set_kind : &zset_kind;
+}
+
+static robj *sharedName(robj **o, const char *name) {
+    if (!*o) *o = makeObjectShared(createStringObject(name, strlen(name)));
+    return *o;
+}
+
+/* --- The index --- */
+
+/* Where the key's engine keeps its index, or NULL for a key that cannot
+ * have one (another type, a small form). */
+static robj **ttlSlot(robj *o) {
+    if (o->encoding != OBJ_ENCODING_BTREE) return NULL;
+    if (o->type == OBJ_SET) return setBtreeTtlSlot(objectGetVal(o));
+    if (o->type == OBJ_ZSET) return (robj **)zbtAux(objectGetVal(o));
+    return NULL;
+}
+
+static robj *ttlIndex(robj *o) {
+    robj **slot = ttlSlot(o);
+    return slot ? *slot : NULL;
+}
+
+bool objectHasVolatileMembers(robj *o) {
+    robj *ttls = ttlIndex(o);
+    return ttls && zsetLength(ttls);
+}
+
+bool objectHasVolatileItems(robj *o) {
+    if (o->type == OBJ_HASH) return hashTypeHasVolatileFields(o);
+    return ttlIndex(o) != NULL;
+}
+
+/* --- Members, whatever the key's type --- */
+
+static int isMember(robj *o, sds m) {
+    double score;
+    return o->type == OBJ_SET ? setTypeIsMember(o, m) : zsetScore(o, m, &score) == C_OK;
+}
+
+/* Removes a member and its time. Returns 1 if it was there. */
+static int removeMember(robj *o, sds m) {
+    return o->type == OBJ_SET ? setTypeRemove(o, m) : zsetDel(o, m);
+}
+
+static unsigned long memberCount(robj *o) {
+    return o->type == OBJ_SET ? setTypeSize(o) : zsetLength(o);
+}
+
+void memberTtlIndexFree(robj *ttls) {
+    if (ttls) decrRefCount(ttls);
+}
+
+size_t memberTtlIndexAllocSize(robj *ttls) {
+    if (!ttls) return 0;
+    void *v = objectGetVal(ttls);
+    size_t bytes = zmalloc_size(ttls);
+    return bytes + (ttls->encoding == OBJ_ENCODING_LISTPACK ? zmalloc_size(v) : zbtAllocSize(v));
+}
+
+void memberTtlIndexForget(robj *ttls, const char *m, size_t len) {
+    sds s = sdsnewlen(m, len);
+    zsetDel(ttls, s);
+    sdsfree(s);
+}
+
+/* ZREMRANGEBYSCORE (sr), BYLEX (lr) or BYRANK (start..end) on a tree
+ * with times: the times of the members in the range go before the range
+ * does. */
+void memberTtlForgetZsetRange(zbt *t, const zbtScoreRange *sr, const zbtLexRange *lr, unsigned long start,
+                              unsigned long end) {
+    robj *ttls = *zbtAux(t);
+    zbtCursor *c = zmalloc(sizeof(*c));
+    if (sr || lr) {
+        int found = sr ? zbtFirstInScoreRange(t, sr, c) : zbtFirstInLexRange(t, lr, c);
+        if (!found) {
+            zfree(c);
+            return;
+        }
+        start = zbtCursorRank(c);
+        serverAssert(sr ? zbtLastInScoreRange(t, sr, c) : zbtLastInLexRange(t, lr, c));
+        end = zbtCursorRank(c);
+    }
+    int more = zbtAtRank(t, start, c);
+    for (unsigned long r = start; more && r <= end; r++, more = zbtNext(c))
+        memberTtlIndexForget(ttls, (const char *)c->member, c->len);
+    zfree(c);
+}
+
+/* The index's earliest entry: 0 when it is empty, else 1 with *when set
+ * and, if m is not NULL, *m a new sds of the member. */
+static int indexFirst(robj *ttls, sds *m, long long *when) {
+    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
+        unsigned char *zl = objectGetVal(ttls);
+        unsigned char *eptr = lpSeek(zl, 0);
+        if (!eptr) return 0;
+        *when = (long long)zzlGetScore(lpNext(zl, eptr));
+        if (m) *m = lpGetObject(eptr);
+        return 1;
+    }
+    zbtCursor c;
+    if (!zbtFirst(objectGetVal(ttls), &c)) return 0;
+    *when = (long long)c.score;
+    if (m) *m = sdsnewlen(c.member, c.len);
+    return 1;
+}
+
+/* The member's expire time, or EXPIRY_NONE. */
+static long long memberExpire(robj *o, sds m) {
+    robj *ttls = ttlIndex(o);
+    double score;
+    if (!ttls || zsetScore(ttls, m, &score) == C_ERR) return EXPIRY_NONE;
+    return (long long)score;
+}
+
+/* Gives a member of the key an expire time; the key moves to the big
+ * form and into the database's volatile items if it was not there. */
+static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
+    if (o->encoding != OBJ_ENCODING_BTREE) {
+        if (o->type == OBJ_SET)
+            setTypeConvert(o, OBJ_ENCODING_BTREE);
+        else
+            zsetConvert(o, OBJ_ENCODING_BTREE);
+    }
+    robj **slot = ttlSlot(o);
+    if (!*slot) {
+        *slot = createZsetListpackObject();
+        dbTrackKeyWithVolatileItems(db, o);
+    }
+    int out = 0;
+    zsetAdd(*slot, (double)when, m, ZADD_IN_NONE, &out, NULL);
+}
+
+/* Returns 1 if the member had an expire time. */
+static int persistMember(robj *o, sds m) {
+    robj *ttls = ttlIndex(o);
+    return ttls && zsetDel(ttls, m);
+}
+
+/* Frees an index left empty and takes the key out of the volatile items. */
+static void tidyIndex(serverDb *db, robj *o) {
+    robj *ttls = ttlIndex(o);
+    if (!ttls || zsetLength(ttls)) return;
+    dbUntrackKeyWithVolatileItems(db, o);
+    *ttlSlot(o) = NULL;
+    memberTtlIndexFree(ttls);
+}
+
+/* --- Removing due members --- */
+
+/* SREM / ZREM key member... (n <= RECLAIM_BATCH). */
+static void propagateRemoval(memberKind *k, serverDb *db, robj *keyobj, robj **members, int n, int didx) {
+    robj *argv[2 + RECLAIM_BATCH];
+    argv[0] = sharedName(&k->rem_cmd, k->rem);
+    argv[1] = keyobj;
+    memcpy(argv + 2, members, n * sizeof(robj *));
+    int prev_replication_allowed = server.replication_allowed;
+    server.replication_allowed = 1;
+    alsoPropagate(db->id, argv, 2 + n, PROPAGATE_AOF | PROPAGATE_REPL, didx);
+    server.replication_allowed = prev_replication_allowed;
+}
+
+/* Removes up to max members of the key whose time is `now` or earlier,
+ * propagates their removal, and deletes the key if it is left empty
+ * (*deleted then set). Returns the members removed. */
+static size_t reclaimDue(serverDb *db, robj *o, robj *keyobj, mstime_t now, unsigned long max, int didx,
+                         int *deleted) {
+    memberKind *k = kindOf(o);
+    robj *batch[RECLAIM_BATCH];
+    size_t total = 0;
+    *deleted = 0;
+    while (max) {
+        int n = 0;
+        sds m;
+        long long when;
+        while (n < RECLAIM_BATCH && max && indexFirst(ttlIndex(o), &m, &when)) {
+            if (when > now) {
+                sdsfree(m);
+                break;
+            }
+            serverAssert(removeMember(o, m));
+            batch[n++] = createObject(OBJ_STRING, m);
+            max--;
+        }
+        if (!n) break;
+        propagateRemoval(k, db, keyobj, batch, n, didx);
+        for (int i = 0; i < n; i++) decrRefCount(batch[i]);
+        total += n;
+        if (n < RECLAIM_BATCH) break;
+    }
+    if (!total) return 0;
+    stat_expired_members += total;
+    notifyKeyspaceEvent(k->notify, k->expired, keyobj, db->id);
+    if (memberCount(o) == 0) {
+        dbDelete(db, keyobj);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", keyobj, db->id);
+        *deleted = 1;
+    } else {
+        tidyIndex(db, o);
+    }
+    signalModifiedKey(NULL, db, keyobj);
+    return total;
+}
+
+/* Earliest time of the key's index, LLONG_MAX without one. */
+static long long earliest(robj *o) {
+    robj *ttls = ttlIndex(o);
+    long long when;
+    return ttls && indexFirst(ttls, NULL, &when) ? when : LLONG_MAX;
+}
+
+/* A copy of the key without its members due at `now`, or NULL if none is
+ * left: what a replica's read sees. */
+static robj *copyWithoutDue(robj *o, mstime_t now) {
+    robj *copy = o->type == OBJ_SET ? setTypeDup(o) : zsetDup(o);
+    sds m;
+    long long when;
+    while (indexFirst(ttlIndex(copy), &m, &when) && when <= now) {
+        removeMember(copy, m);
+        sdsfree(m);
+    }
+    if (memberCount(copy)) return copy;
+    decrRefCount(copy);
+    return NULL;
+}
+
+robj *memberTtlOnLookup(serverDb *db, robj *key, robj *o, int lookup_flags, int expire_flags, int didx) {
+    if (!ttlIndex(o) || server.lazy_expire_disabled) return o;
+    mstime_t now = commandTimeSnapshot();
+    if (earliest(o) > now) return o;
+    expirationPolicy policy = getExpirationPolicyWithFlags(expire_flags);
+    if (policy == POLICY_DELETE_EXPIRED) {
+        int deleted;
+        reclaimDue(db, o, key, now, ULONG_MAX, didx, &deleted);
+        return deleted ? NULL : o;
+    }
+    /* A replica (or a paused primary) keeps due members until they are
+     * removed for it, but a read does not see them: it reads a temporary
+     * copy without them, released with its execution unit. A write (a
+     * writable replica's) sees the key as it is. */
+    if (policy == POLICY_IGNORE_EXPIRE || (lookup_flags & LOOKUP_WRITE)) return o;
+    robj *copy = copyWithoutDue(o, now);
+    return copy ? strcompHoldTemp(copy) : NULL;
+}
+
+size_t memberTtlReclaim(robj *o, serverDb *db, mstime_t now, unsigned long max, int didx) {
+    if (earliest(o) > now) {
+        tidyIndex(db, o);
+        return 0;
+    }
+    robj *keyobj = createStringObjectFromSds(sdsdup(objectGetKey(o)));
+    enterExecutionUnit(1, 0);
+    int deleted;
+    size_t removed = reclaimDue(db, o, keyobj, now, max, didx, &deleted);
+    exitExecutionUnit();
+    postExecutionUnitOperations();
+    decrRefCount(keyobj);
+    return removed;
+}
+
+sds memberTtlInfo(sds info) {
+    return sdscatprintf(info, "expired_members:%lld\r\n", stat_expired_members);
+}
+
+/* --- Arguments --- */
+
+/* Parses `MEMBERS nummembers member...` at argv[at] (the STTL family and
+ * SPERSIST: the block is the command's last). Returns the index of the
+ * first member, or 0 after an error reply. */
+static int parseFixedMembers(client *c, int at, long long *n) {
+    if (at >= c->argc || strcasecmp(objectGetVal(c->argv[at]), "members")) {
+        addReplyError(c, "Mandatory argument MEMBERS is missing or not at the right position");
+        return 0;
+    }
+    if (getLongLongFromObject(c->argv[at + 1], n) != C_OK || *n <= 0) {
+        addReplyError(c, "Number of members must be a positive integer");
+        return 0;
+    }
+    if (*n != c->argc - at - 2) {
+        addReplyError(c, "The `nummembers` parameter must match the number of arguments");
+        return 0;
+    }
+    return at + 2;
+}
+
+/* Reads a MEMBERS block found at argv[*j] among other options: sets
+ * *first and *n and moves *j past the block. C_ERR after an error reply. */
+static int parseMembersBlock(client *c, int *j, int *first, long long *n, const char *badcount) {
+    if (*first) {
+        addReplyError(c, "MEMBERS keyword specified multiple times");
+        return C_ERR;
+    }
+    if (*j + 1 >= c->argc || getLongLongFromObject(c->argv[*j + 1], n) != C_OK || *n <= 0) {
+        addReplyError(c, badcount);
+        return C_ERR;
+    }
+    if (*n > c->argc - *j - 2) {
+        addReplyError(c, "wrong number of arguments");
+        return C_ERR;
+    }
+    *first = *j + 2;
+    *j += 2 + (int)*n;
+    return C_OK;
+}
+
+/* The time argument as Unix milliseconds, within TTL_MAX_MS. */
+static int parseWhen(client *c, robj *arg, mstime_t basetime, int unit, mstime_t *when) {
+    if (convertExpireArgumentToUnixTime(c, arg, basetime, unit, when) != C_OK) return C_ERR;
+    if (*when > TTL_MAX_MS) {
+        addReplyErrorExpireTime(c);
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+/* Deletes a key left empty. Returns 1 if it did. */
+static int deleteIfEmpty(client *c, robj *o) {
+    if (memberCount(o)) return 0;
+    dbDelete(c->db, c->argv[1]);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[1], c->db->id);
+    return 1;
+}
+
+/* Removes the members given that a time past removed, propagating their
+ * removal; the command itself is not propagated unless it changed more. */
+static void propagateRemovals(client *c, memberKind *k, robj **members, int n) {
+    for (int i = 0; i < n; i += RECLAIM_BATCH) {
+        int batch = n - i < RECLAIM_BATCH ? n - i : RECLAIM_BATCH;
+        propagateRemoval(k, c->db, c->argv[1], members + i, batch, c->slot);
+    }
+    notifyKeyspaceEvent(k->notify, k->remevent, c->argv[1], c->db->id);
+}
+
+/* --- SEXPIRE, SPEXPIRE, SEXPIREAT, SPEXPIREAT and ZEXPIRE's kin --- */
+
+static int conditionHolds(int flags, long long cur, long long when) {
+    if (flags & EXPIRE_NX) return cur == EXPIRY_NONE;
+    if (flags & EXPIRE_XX) return cur != EXPIRY_NONE;
+    if (flags & EXPIRE_GT) return cur != EXPIRY_NONE && when > cur;
+    if (flags & EXPIRE_LT) return cur == EXPIRY_NONE || when < cur;
+    return 1;
+}
+
+static void expireGeneric(client *c, memberKind *k, mstime_t basetime, int unit) {
+    robj *o = lookupKeyWrite(c->db, c->argv[1]);
+    if (checkType(c, o, k->type)) return;
+
+    int flags = 0, first = 0, condidx = 0;
+    long long n = 0;
+    for (int j = 3; j < c->argc;) {
+        const char *opt = objectGetVal(c->argv[j]);
+        int flag = !strcasecmp(opt, "nx")   ? EXPIRE_NX
+                   : !strcasecmp(opt, "xx") ? EXPIRE_XX
+                   : !strcasecmp(opt, "gt") ? EXPIRE_GT
+                   : !strcasecmp(opt, "lt") ? EXPIRE_LT
+                                            : 0;
+        if (!strcasecmp(opt, "members")) {
+            if (parseMembersBlock(c, &j, &first, &n, "Parameter `numMembers` should be greater than 0") != C_OK)
+                return;
+        } else if (flag) {
+            if (flags) {
+                addReplyError(c, "Multiple condition flags specified");
+                return;
+            }
+            flags = flag;
+            condidx = j++;
+        } else {
+            addReplyErrorFormat(c, "unknown argument: %s", opt);
+            return;
+        }
+    }
+    if (!first) {
+        addReplyError(c, "missing MEMBERS argument");
+        return;
+    }
+    mstime_t when;
+    if (parseWhen(c, c->argv[2], basetime, unit, &when) != C_OK) return;
+
+    int past = checkAlreadyExpired(when);
+    robj **done = zmalloc(sizeof(robj *) * n); /* set from the front, removed from the end */
+    int nset = 0, nremoved = 0;
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) {
+        robj *arg = c->argv[first + i];
+        sds m = objectGetVal(arg);
+        if (!o || !isMember(o, m)) {
+            addReplyLongLong(c, MEMBER_MISSING);
+        } else if (!conditionHolds(flags, memberExpire(o, m), when)) {
+            addReplyLongLong(c, MEMBER_UNCHANGED);
+        } else if (past) {
+            removeMember(o, m);
+            done[n - 1 - nremoved++] = arg;
+            addReplyLongLong(c, MEMBER_REMOVED);
+        } else {
+            setMemberExpire(c->db, o, m, when);
+            done[nset++] = arg;
+            addReplyLongLong(c, MEMBER_SET);
+        }
+    }
+    if (nremoved) propagateRemovals(c, k, done + n - nremoved, nremoved);
+    if (nset) {
+        /* ?PEXPIREAT key when [condition] MEMBERS k <the members set>. */
+        int argc = 0;
+        robj **argv = zmalloc(sizeof(robj *) * (nset + 6));
+        argv[argc++] = sharedName(&k->pexpireat_cmd, k->pexpireat);
+        argv[argc++] = c->argv[1];
+        argv[argc++] = createStringObjectFromLongLong(when);
+        if (condidx) argv[argc++] = c->argv[condidx];
+        argv[argc++] = sharedName(&members_arg, "MEMBERS");
+        argv[argc++] = createStringObjectFromLongLong(nset);
+        for (int i = 0; i < nset; i++) argv[argc++] = done[i];
+        for (int i = 0; i < argc; i++)
+            if (i != 2 && i != argc - nset - 1) incrRefCount(argv[i]);
+        replaceClientCommandVector(c, argc, argv);
+        notifyKeyspaceEvent(k->notify, k->expire, c->argv[1], c->db->id);
+    } else {
+        preventCommandPropagation(c);
+    }
+    zfree(done);
+    if (nset || nremoved) {
+        signalModifiedKey(c, c->db, c->argv[1]);
+        server.dirty += nset + nremoved;
+        if (!deleteIfEmpty(c, o)) tidyIndex(c->db, o);
+    }
+}
+
+void sexpireCommand(client *c) {
+    expireGeneric(c, &set_kind, commandTimeSnapshot(), UNIT_SECONDS);
+}
+
+void spexpireCommand(client *c) {
+    expireGeneric(c, &set_kind, commandTimeSnapshot(), UNIT_MILLISECONDS);
+}
+
+void sexpireatCommand(client *c) {
+    expireGeneric(c, &set_kind, 0, UNIT_SECONDS);
+}
+
+void spexpireatCommand(client *c) {
+    expireGeneric(c, &set_kind, 0, UNIT_MILLISECONDS);
+}
+
+void zexpireCommand(client *c) {
+    expireGeneric(c, &zset_kind, commandTimeSnapshot(), UNIT_SECONDS);
+}
+
+void zpexpireCommand(client *c) {
+    expireGeneric(c, &zset_kind, commandTimeSnapshot(), UNIT_MILLISECONDS);
+}
+
+void zexpireatCommand(client *c) {
+    expireGeneric(c, &zset_kind, 0, UNIT_SECONDS);
+}
+
+void zpexpireatCommand(client *c) {
+    expireGeneric(c, &zset_kind, 0, UNIT_MILLISECONDS);
+}
+
+/* --- STTL, SPTTL, SEXPIRETIME, SPEXPIRETIME and ZTTL's kin --- */
+
+static void ttlGeneric(client *c, memberKind *k, mstime_t basetime, int unit) {
+    robj *o = lookupKeyRead(c->db, c->argv[1]);
+    if (checkType(c, o, k->type)) return;
+    long long n;
+    int first = parseFixedMembers(c, 2, &n);
+    if (!first) return;
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) {
+        sds m = objectGetVal(c->argv[first + i]);
+        long long when;
+        if (!o || !isMember(o, m)) {
+            addReplyLongLong(c, MEMBER_MISSING);
+        } else if ((when = memberExpire(o, m)) == EXPIRY_NONE) {
+            addReplyLongLong(c, MEMBER_NO_TTL);
+        } else {
+            long long left = when - basetime;
+            if (left < 0) left = 0;
+            addReplyLongLong(c, unit == UNIT_MILLISECONDS ? left : (left + 999) / 1000);
+        }
+    }
+}
+
+void sttlCommand(client *c) {
+    ttlGeneric(c, &set_kind, commandTimeSnapshot(), UNIT_SECONDS);
+}
+
+void spttlCommand(client *c) {
+    ttlGeneric(c, &set_kind, commandTimeSnapshot(), UNIT_MILLISECONDS);
+}
+
+void sexpiretimeCommand(client *c) {
+    ttlGeneric(c, &set_kind, 0, UNIT_SECONDS);
+}
+
+void spexpiretimeCommand(client *c) {
+    ttlGeneric(c, &set_kind, 0, UNIT_MILLISECONDS);
+}
+
+void zttlCommand(client *c) {
+    ttlGeneric(c, &zset_kind, commandTimeSnapshot(), UNIT_SECONDS);
+}
+
+void zpttlCommand(client *c) {
+    ttlGeneric(c, &zset_kind, commandTimeSnapshot(), UNIT_MILLISECONDS);
+}
+
+void zexpiretimeCommand(client *c) {
+    ttlGeneric(c, &zset_kind, 0, UNIT_SECONDS);
+}
+
+void zpexpiretimeCommand(client *c) {
+    ttlGeneric(c, &zset_kind, 0, UNIT_MILLISECONDS);
+}
+
+/* --- SPERSIST, ZPERSIST --- */
+
+static void persistGeneric(client *c, memberKind *k) {
+    robj *o = lookupKeyWrite(c->db, c->argv[1]);
+    if (checkType(c, o, k->type)) return;
+    long long n;
+    int first = parseFixedMembers(c, 2, &n);
+    if (!first) return;
+    int persisted = 0;
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) {
+        sds m = objectGetVal(c->argv[first + i]);
+        if (!o || !isMember(o, m)) {
+            addReplyLongLong(c, MEMBER_MISSING);
+        } else if (!persistMember(o, m)) {
+            addReplyLongLong(c, MEMBER_NO_TTL);
+        } else {
+            persisted++;
+            addReplyLongLong(c, MEMBER_SET);
+        }
+    }
+    if (persisted) {
+        tidyIndex(c->db, o);
+        notifyKeyspaceEvent(k->notify, k->persist, c->argv[1], c->db->id);
+        signalModifiedKey(c, c->db, c->argv[1]);
+        server.dirty += persisted;
+    }
+}
+
+void spersistCommand(client *c) {
+    persistGeneric(c, &set_kind);
+}
+
+void zpersistCommand(client *c) {
+    persistGeneric(c, &zset_kind);
+}
+
+/* --- SADDEX, ZADDEX --- */
+
+#define ADDEX_MNX (1 << 0) /* SADDEX */
+#define ADDEX_MXX (1 << 1)
+#define ADDEX_KEEPTTL (1 << 2)
+
+/* The options both take: [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL] and
+ * the MEMBERS block, among the command's own (`own` parses one at argv[j]
+ * and returns how many arguments it took, 0 if it is none, -1 after an
+ * error reply). *first and *n give the block; *expire the time argument,
+ * NULL without one. C_ERR after an error reply. */
+typedef int (*ownOptionFn)(client *c, int j, void *ctx);
+
+static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, const char *badcount, int *flags,
+                             int *first, long long *n, robj **expire, mstime_t *when) {
+    int unit = UNIT_SECONDS;
+    mstime_t basetime = 0;
+    for (int j = 2; j < c->argc;) {
+        const char *opt = objectGetVal(c->argv[j]);
+        if (!strcasecmp(opt, "members")) {
+            long long count;
+            int at = j;
+            if (parseMembersBlock(c, &j, first, &count, badcount) != C_OK) return C_ERR;
+            if (pairs) {
+                /* ZADDEX's block holds count score-member pairs. */
+                if (count > (c->argc - at - 2) / 2) {
+                    addReplyError(c, "wrong number of arguments");
+                    return C_ERR;
+                }
+                j = at + 2 + (int)count * 2;
+            }
+            *n = count;
+            continue;
+        }
+        int ex = !strcasecmp(opt, "ex") || !strcasecmp(opt, "px") || !strcasecmp(opt, "exat") ||
+                 !strcasecmp(opt, "pxat");
+        if (ex || !strcasecmp(opt, "keepttl")) {
+            if (*expire || (*flags & ADDEX_KEEPTTL)) {
+                addReplyError(c, "Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified");
+                return C_ERR;
+            }
+            if (!ex) {
+                *flags |= ADDEX_KEEPTTL;
+                j++;
+                continue;
+            }
+            if (j + 1 >= c->argc) {
+                addReplyError(c, "missing expire time");
+                return C_ERR;
+            }
+            unit = (opt[0] == 'p' || opt[0] == 'P') ? UNIT_MILLISECONDS : UNIT_SECONDS;
+            basetime = strlen(opt) == 2 ? commandTimeSnapshot() : 0;
+            *expire = c->argv[j + 1];
+            j += 2;
+            continue;
+        }
+        int took = own(c, j, ctx);
+        if (took < 0) return C_ERR;
+        if (!took) {
+            addReplyErrorFormat(c, "unknown argument: %s", opt);
+            return C_ERR;
+        }
+        j += took;
+    }
+    if (!*first) {
+        addReplyError(c, "missing MEMBERS argument");
+        return C_ERR;
+    }
+    if (*expire && parseWhen(c, *expire, basetime, unit, when) != C_OK) return C_ERR;
+    return C_OK;
+}
+
+/* What a member the command let through gets: the time given, its own
+ * (KEEPTTL), or none. */
+static void applyAddexTime(serverDb *db, robj *o, sds m, int flags, robj *expire, mstime_t when) {
+    if (expire)
+        setMemberExpire(db, o, m, when);
+    else if (!(flags & ADDEX_KEEPTTL))
+        persistMember(o, m);
+}
+
+/* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
+ * MEMBERS n <items>` (items: n members, or n score-member pairs), which
+ * replays what happened here whatever the conditions. */
+static void rewriteAddex(client *c, robj **name, const char *namestr, int flags, robj *expire, mstime_t when,
+                         robj **items, long long n, int per) {
+    int argc = 0;
+    robj **argv = zmalloc(sizeof(robj *) * (n * per + 6));
+    argv[argc++] = sharedName(name, namestr);
+    argv[argc++] = c->argv[1];
+    incrRefCount(c->argv[1]);
+    if (expire) {
+        argv[argc++] = sharedName(&pxat_arg, "PXAT");
+        argv[argc++] = createStringObjectFromLongLong(when);
+    } else if (flags & ADDEX_KEEPTTL) {
+        argv[argc++] = sharedName(&keepttl_arg, "KEEPTTL");
+    }
+    argv[argc++] = sharedName(&members_arg, "MEMBERS");
+    argv[argc++] = createStringObjectFromLongLong(n);
+    for (long long i = 0; i < n * per; i++) {
+        argv[argc++] = items[i];
+        incrRefCount(items[i]);
+    }
+    replaceClientCommandVector(c, argc, argv);
+}
+
+static int saddexOption(client *c, int j, void *ctx) {
+    int *flags = ctx;
+    const char *opt = objectGetVal(c->argv[j]);
+    int cond = !strcasecmp(opt, "mnx") ? ADDEX_MNX : !strcasecmp(opt, "mxx") ? ADDEX_MXX : 0;
+    if (!cond) return 0;
+    if (*flags & (ADDEX_MNX | ADDEX_MXX)) {
+        addReplyError(c, "Only one of MXX or MNX arguments can be specified");
+        return -1;
+    }
+    *flags |= cond;
+    return 1;
+}
+
+void saddexCommand(client *c) {
+    int flags = 0, first = 0;
+    long long n = 0;
+    robj *expire = NULL;
+    mstime_t when = EXPIRY_NONE;
+    if (parseAddexOptions(c, saddexOption, &flags, 0, "invalid number of members", &flags, &first, &n, &expire,
+                          &when) != C_OK)
+        return;
+
+    robj *set = lookupKeyWrite(c->db, c->argv[1]);
+    if (checkType(c, set, OBJ_SET)) return;
+    for (long long i = 0; i < n && (flags & (ADDEX_MNX | ADDEX_MXX)); i++) {
+        int there = set && setTypeIsMember(set, objectGetVal(c->argv[first + i]));
+        if ((flags & ADDEX_MNX) ? there : !there) {
+            addReply(c, shared.czero);
+            return;
+        }
+    }
+
+    if (expire && checkAlreadyExpired(when)) {
+        /* A time past removes the members that are there, adds none. */
+        robj **removed = zmalloc(sizeof(robj *) * n);
+        int nremoved = 0;
+        for (long long i = 0; set && i < n; i++)
+            if (setTypeRemove(set, objectGetVal(c->argv[first + i]))) removed[nremoved++] = c->argv[first + i];
+        preventCommandPropagation(c);
+        if (nremoved) {
+            propagateRemovals(c, &set_kind, removed, nremoved);
+            signalModifiedKey(c, c->db, c->argv[1]);
+            server.dirty += nremoved;
+            if (!deleteIfEmpty(c, set)) tidyIndex(c->db, set);
+        }
+        zfree(removed);
+        addReply(c, shared.cone);
+        return;
+    }
+
+    if (!set) {
+        set = setTypeCreate(objectGetVal(c->argv[first]), n);
+        dbAdd(c->db, c->argv[1], &set);
+    }
+    for (long long i = 0; i < n; i++) {
+        sds m = objectGetVal(c->argv[first + i]);
+        setTypeAdd(set, m);
+        applyAddexTime(c->db, set, m, flags, expire, when);
+    }
+    tidyIndex(c->db, set);
+    rewriteAddex(c, &saddex_cmd, "SADDEX", flags, expire, when, c->argv + first, n, 1);
+    notifyKeyspaceEvent(NOTIFY_SET, "sadd", c->argv[1], c->db->id);
+    if (expire) notifyKeyspaceEvent(NOTIFY_SET, "sexpire", c->argv[1], c->db->id);
+    signalModifiedKey(c, c->db, c->argv[1]);
+    server.dirty += n;
+    addReply(c, shared.cone);
+}
+
+#define ZADDEX_CH (1 << 10) /* Beside ZADD_IN_* */
+
+/* ZADDEX key [NX | XX] [GT | LT] [CH] [EX s | PX ms | EXAT s | PXAT ms |
+ * KEEPTTL] MEMBERS n score member [score member ...]: ZADD's conditions
+ * and reply, and SADDEX's times, given to the members ZADD's conditions
+ * let through. */
+static int zaddexOption(client *c, int j, void *ctx) {
+    int *zflags = ctx;
+    const char *opt = objectGetVal(c->argv[j]);
+    int f = !strcasecmp(opt, "nx")   ? ZADD_IN_NX
+            : !strcasecmp(opt, "xx") ? ZADD_IN_XX
+            : !strcasecmp(opt, "gt") ? ZADD_IN_GT
+            : !strcasecmp(opt, "lt") ? ZADD_IN_LT
+            : !strcasecmp(opt, "ch") ? ZADDEX_CH
+                                     : 0;
+    *zflags |= f;
+    return f ? 1 : 0;
+}
+
+void zaddexCommand(client *c) {
+    int flags = 0, zflags = 0, first = 0;
+    long long n = 0;
+    robj *expire = NULL;
+    mstime_t when = EXPIRY_NONE;
+    if (parseAddexOptions(c, zaddexOption, &zflags, 1, "invalid number of members", &flags, &first, &n, &expire,
+                          &when) != C_OK)
+        return;
+    int nx = zflags & ZADD_IN_NX, xx = zflags & ZADD_IN_XX, gt = zflags & ZADD_IN_GT, lt = zflags & ZADD_IN_LT;
+    if (nx && xx) {
+        addReplyError(c, "XX and NX options at the same time are not compatible");
+        return;
+    }
+    if ((gt && nx) || (lt && nx) || (gt && lt)) {
+        addReplyError(c, "GT, LT, and/or NX options at the same time are not compatible");
+        return;
+    }
+    double *scores = zmalloc(sizeof(double) * n);
+    for (long long i = 0; i < n; i++) {
+        if (getDoubleFromObjectOrReply(c, c->argv[first + 2 * i], &scores[i], NULL) != C_OK) {
+            zfree(scores);
+            return;
+        }
+    }
+
+    robj *zobj = lookupKeyWrite(c->db, c->argv[1]);
+    if (checkType(c, zobj, OBJ_ZSET)) {
+        zfree(scores);
+        return;
+    }
+    int in = zflags & (ZADD_IN_NX | ZADD_IN_XX | ZADD_IN_GT | ZADD_IN_LT);
+    robj **through = zmalloc(sizeof(robj *) * 2 * n); /* pairs let through */
+    long long nthrough = 0, added = 0, updated = 0;
+
+    if (expire && checkAlreadyExpired(when)) {
+        /* A time past removes the members that are there (those the
+         * conditions let through), adds none. */
+        for (long long i = 0; zobj && i < n; i++) {
+            sds m = objectGetVal(c->argv[first + 2 * i + 1]);
+            double cur;
+            if (nx || zsetScore(zobj, m, &cur) == C_ERR) continue;
+            if ((gt && !(scores[i] > cur)) || (lt && !(scores[i] < cur))) continue;
+            removeMember(zobj, m);
+            through[nthrough++] = c->argv[first + 2 * i + 1];
+        }
+        preventCommandPropagation(c);
+        if (nthrough) {
+            propagateRemovals(c, &zset_kind, through, nthrough);
+            signalModifiedKey(c, c->db, c->argv[1]);
+            server.dirty += nthrough;
+            if (!deleteIfEmpty(c, zobj)) tidyIndex(c->db, zobj);
+        }
+        zfree(scores);
+        zfree(through);
+        addReply(c, shared.czero);
+        return;
+    }
+
+    if (!zobj) {
+        if (xx) {
+            zfree(scores);
+            zfree(through);
+            addReply(c, shared.czero);
+            return;
+        }
+        zobj = zsetTypeCreate(n, 0);
+        dbAdd(c->db, c->argv[1], &zobj);
+    }
+    for (long long i = 0; i < n; i++) {
+        sds m = objectGetVal(c->argv[first + 2 * i + 1]);
+        int out = 0;
+        double newscore;
+        if (!zsetAdd(zobj, scores[i], m, in, &out, &newscore)) continue; /* NaN: not without INCR */
+        if (out & ZADD_OUT_NOP) continue;
+        if (out & ZADD_OUT_ADDED) added++;
+        if (out & ZADD_OUT_UPDATED) updated++;
+        applyAddexTime(c->db, zobj, m, flags, expire, when);
+        through[nthrough++] = c->argv[first + 2 * i];
+        through[nthrough++] = c->argv[first + 2 * i + 1];
+    }
+    zfree(scores);
+    addReplyLongLong(c, (zflags & ZADDEX_CH) ? added + updated : added);
+    if (!nthrough) {
+        preventCommandPropagation(c);
+        zfree(through);
+        if (!zsetLength(zobj)) dbDelete(c->db, c->argv[1]);
+        return;
+    }
+    tidyIndex(c->db, zobj);
+    rewriteAddex(c, &zaddex_cmd, "ZADDEX", flags, expire, when, through, nthrough / 2, 2);
+    zfree(through);
+    notifyKeyspaceEvent(NOTIFY_ZSET, "zadd", c->argv[1], c->db->id);
+    if (expire) notifyKeyspaceEvent(NOTIFY_ZSET, "zexpire", c->argv[1], c->db->id);
+    signalModifiedKey(c, c->db, c->argv[1]);
+    server.dirty += nthrough / 2;
+}
+
+/* --- Files: RDB, DUMP payloads and AOF rewrite --- */
+
+/* Calls fn on each entry of the set's index, in the order of their times;
+ * stops, returning 0, when fn does. */
+typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
+
+static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
+    robj *ttls = ttlIndex(o);
+    if (!ttls) return 1;
+    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
+        unsigned char *zl = objectGetVal(ttls);
+        unsigned char *eptr = lpSeek(zl, 0), *sptr;
+        unsigned char buf[LONG_STR_SIZE];
+        while (eptr) {
+            sptr = lpNext(zl, eptr);
+            unsigned int len;
+            long long v;
+            unsigned char *s = lpGetValue(eptr, &len, &v);
+            if (!s) {
+                len = ll2string((char *)buf, sizeof(buf), v);
+                s = buf;
+            }
+            if (!fn(ctx, s, len, (long long)zzlGetScore(sptr))) return 0;
+            eptr = lpNext(zl, sptr);
+        }
+        return 1;
+    }
+    zbtCursor c;
+    for (int more = zbtFirst(objectGetVal(ttls), &c); more; more = zbtNext(&c))
+        if (!fn(ctx, c.member, c.len, (long long)c.score)) return 0;
+    return 1;
+}
+
+typedef struct rdbSaveCtx {
+    rio *rdb;
+    ssize_t written;
+} rdbSaveCtx;
+
+static int saveTtlEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
+    rdbSaveCtx *sc = ctx;
+    ssize_t n1 = rdbSaveRawString(sc->rdb, (unsigned char *)m, len);
+    ssize_t n2 = n1 == -1 ? -1 : rdbSaveMillisecondTime(sc->rdb, when);
+    if (n2 == -1) return 0;
+    sc->written += n1 + n2;
+    return 1;
+}
+
+/* After the key's own body (RDB_TYPE_SET's or RDB_TYPE_ZSET_2's), the
+ * fork's types RDB_TYPE_SET_VOLATILE and RDB_TYPE_ZSET_VOLATILE hold the
+ * members' times: the count of volatile members, then each one's string
+ * and its time (8 bytes, as RDB saves a key's). Returns bytes written, or
+ * -1. */
+ssize_t memberTtlRdbSave(rio *rdb, robj *o) {
+    robj *ttls = ttlIndex(o);
+    rdbSaveCtx sc = {rdb, 0};
+    int n = rdbSaveLen(rdb, ttls ? zsetLength(ttls) : 0);
+    if (n == -1) return -1;
+    sc.written = n;
+    return forEachTtl(o, saveTtlEntry, &sc) ? sc.written : -1;
+}
+
+/* Reads what memberTtlRdbSave wrote into a key just loaded (not yet in a
+ * database: dbAddRDBLoad tracks it). C_ERR on a corrupt or short body: a
+ * count of none or more than the members, a member that is not one or
+ * comes twice, a time out of range. */
+int memberTtlRdbLoad(rio *rdb, robj *o) {
+    uint64_t n = rdbLoadLen(rdb, NULL);
+    if (n == RDB_LENERR || n == 0 || n > memberCount(o)) return C_ERR;
+    if (o->encoding != OBJ_ENCODING_BTREE) {
+        if (o->type == OBJ_SET)
+            setTypeConvert(o, OBJ_ENCODING_BTREE);
+        else
+            zsetConvert(o, OBJ_ENCODING_BTREE);
+    }
+    robj **slot = ttlSlot(o);
+    *slot = createZsetListpackObject();
+    for (uint64_t i = 0; i < n; i++) {
+        sds m = rdbGenericLoadStringObject(rdb, RDB_LOAD_SDS, NULL);
+        if (!m) return C_ERR;
+        long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION);
+        int out = 0;
+        int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS && isMember(o, m) &&
+                 zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
+        sdsfree(m);
+        if (!ok) return C_ERR;
+    }
+    return C_OK;
+}
+
+typedef struct aofCtx {
+    rio *r;
+    robj *key;
+    memberKind *k;
+    const unsigned char *m[AOF_REWRITE_ITEMS_PER_CMD];
+    size_t len[AOF_REWRITE_ITEMS_PER_CMD];
+    unsigned char shortm[AOF_REWRITE_ITEMS_PER_CMD][LONG_STR_SIZE];
+    long long when;
+    int n;
+} aofCtx;
+
+/* ?PEXPIREAT key when MEMBERS n member... for a run of equal times. */
+static int flushAof(aofCtx *a) {
+    if (!a->n) return 1;
+    if (!rioWriteBulkCount(a->r, '*', 5 + a->n) || !rioWriteBulkString(a->r, a->k->pexpireat, 10) ||
+        !rioWriteBulkObject(a->r, a->key) || !rioWriteBulkLongLong(a->r, a->when) ||
+        !rioWriteBulkString(a->r, "MEMBERS", 7) || !rioWriteBulkLongLong(a->r, a->n))
+        return 0;
+    for (int i = 0; i < a->n; i++)
+        if (!rioWriteBulkString(a->r, (const char *)a->m[i], a->len[i])) return 0;
+    a->n = 0;
+    return 1;
+}
+
+static int aofTtlEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
+    aofCtx *a = ctx;
+    if (a->n && (when != a->when || a->n == AOF_REWRITE_ITEMS_PER_CMD) && !flushAof(a)) return 0;
+    /* A longer member lies in the index, unchanged until the flush; a
+     * short one may be an integer decoded into a buffer the next entry
+     * reuses, so it is copied. */
+    if (len <= LONG_STR_SIZE) {
+        memcpy(a->shortm[a->n], m, len);
+        m = a->shortm[a->n];
+    }
+    a->when = when;
+    a->m[a->n] = m;
+    a->len[a->n] = len;
+    a->n++;
+    return 1;
+}
+
+/* After the SADDs / ZADDs of a key, its members' times as absolute ones.
+ * Returns 0 on a write error. */
+int memberTtlRewriteAof(rio *r, robj *key, robj *o) {
+    if (!objectHasVolatileMembers(o)) return 1;
+    aofCtx a = {.r = r, .key = key, .k = kindOf(o)};
+    return forEachTtl(o, aofTtlEntry, &a) && flushAof(&a);
+}
