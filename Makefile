@@ -80,6 +80,7 @@ test-modules: all test-deps
 SAN := build/san
 SAN_TESTS := unit/type/zset unit/type/set unit/type/fork-set unit/type/fork-zprefetch unit/geo unit/sort unit/dump unit/scan unit/keyspace \
 	unit/expire unit/fork-keyttl unit/type/string unit/type/incr unit/type/fork-strcomp \
+	unit/type/fork-member-ttl unit/hashexpire \
 	unit/cluster/fork-pubsub-bus \
 	integration/rdb integration/corrupt-dump integration/corrupt-dump-fuzzer \
 	integration/convert-ziplist-zset-on-load

@@ -206,11 +206,17 @@ static void test_scan_guarantee(void **state) {
 static void test_defrag_and_dismiss(void **state) {
     (void)state;
     hpset *s = hpsCreate(0);
+    /* The server's pointer (hpsAux) rides through growth, splits and a
+     * move of the struct. */
+    static int aux;
+    assert_null(*hpsAux(s));
+    *hpsAux(s) = &aux;
     unsigned char m[64];
     for (uint64_t i = 0; i < 50000; i++) hpsInsert(s, m, nameOf(m, i, i % 3 ? 19 : 40));
     size_t bytes = hpsAllocSize(s);
     hpset *moved = hpsDefragShell(s, hpdMove);
     if (moved) s = moved;
+    assert_ptr_equal(*hpsAux(s), &aux);
     uint64_t at = 0;
     do at = hpsDefragSegments(s, at, 5, hpdMove);
     while (at);

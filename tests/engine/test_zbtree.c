@@ -593,9 +593,14 @@ static void test_defrag_moves_everything(void **state) {
         zbtInsert(t, (double)(i % 300), m, len);
     }
     size_t bytes = zbtAllocSize(t);
+    /* The server's pointer (zbtAux) rides through splits and moves. */
+    static int aux;
+    *zbtAux(t) = &aux;
     zbt *moved = zbtDefrag(t, moveAlloc);
     if (moved) t = moved;
     check(t);
+    assert_ptr_equal(*zbtAux(t), &aux);
+    *zbtAux(t) = NULL;
     assert_int_equal(zbtAllocSize(t), bytes);
     double s;
     assert_true(zbtScore(t, m, name(m, "defrag-", 12345), &s) && s == 45.0);

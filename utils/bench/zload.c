@@ -510,7 +510,8 @@ static void check_errors(conn_t *c, const char *what) {
 
 typedef struct {
     const char *mode, *key, *key2, *csv, *type, *order, *op, *rdb, *shape, *cursors, *sync;
-    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed, chunk, limit, pid, parties;
+    long long n, pipeline, sample, keys, min, max, mlen, conns, offset, score_max, seed, chunk, limit, pid, parties,
+        window;
     double seconds, warmup, rate;
 } opts_t;
 
@@ -518,7 +519,7 @@ static opts_t O = {
     .key = NULL, .key2 = "s2", .type = "set", .order = "seq", .op = "zscore", .shape = "int",
     .n = 1000000, .pipeline = 1, .sample = 0, .keys = 1000, .min = 10, .max = 128, .mlen = 0,
     .conns = 50, .offset = 0, .score_max = 1000000000LL, .seed = 1, .seconds = 3, .warmup = 0.5,
-    .chunk = 0, .rate = 0, .rdb = NULL, .limit = 0, .pid = 0,
+    .chunk = 0, .rate = 0, .rdb = NULL, .limit = 0, .pid = 0, .window = 60000,
 };
 
 /* The key of the set members' generators (perm_int, member_str): fixed, so that
@@ -854,14 +855,14 @@ static double hist_percentile(double q) {
 
 enum {
     OP_ZSCORE, OP_ZRANK, OP_ZREVRANK, OP_ZRANGE10, OP_ZRANGE100, OP_ZRANGEBYSCORE, OP_ZADD, OP_ZINCRBY,
-    OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE, OP_KEYS_ZSCORE, OP_KEYS_ZINCRBY,
+    OP_CHURN, OP_ZPOPMIN, OP_KEYS_RANGEBYSCORE, OP_KEYS_ZSCORE, OP_KEYS_ZINCRBY, OP_RATELIMIT, OP_RATELIMIT_EX,
     OP_SISMEMBER, OP_SMISMEMBER, OP_SRANDMEMBER, OP_SSCAN, OP_SMEMBERS, OP_SINTER, OP_SINTERCARD, OP_SADD,
     OP_SREM, OP_SPOP,
 };
 
 static const char *op_names[] = {
     "zscore", "zrank", "zrevrank", "zrange10", "zrange100", "zrangebyscore", "zadd", "zincrby",
-    "churn", "zpopmin", "keys-rangebyscore", "keys-zscore", "keys-zincrby",
+    "churn", "zpopmin", "keys-rangebyscore", "keys-zscore", "keys-zincrby", "ratelimit", "ratelimit-ex",
     "sismember", "smismember", "srandmember", "sscan", "smembers", "sinter", "sintercard", "sadd",
     "srem", "spop", NULL,
 };
@@ -938,6 +939,26 @@ static int gen_op(opgen_t *g, buf_t *b) {
         if (g->op == OP_KEYS_ZINCRBY) put_str(b, "1");
         put_prefixed(b, "m:", r);
         return 1;
+    /* A sliding-window rate limiter's request on a random key rl:{i} of --keys: the request (a
+     * new member, scored by the time now in ms) goes in, the window of --window ms is trimmed
+     * and counted. ratelimit is upstream's way (ZADD, ZREMRANGEBYSCORE, ZCARD), ratelimit-ex
+     * gives the member the window as its time instead (ZADDEX ... PX, ZCARD). (issue #47) */
+    case OP_RATELIMIT:
+    case OP_RATELIMIT_EX: {
+        long long key = (long long)rng_below(&g->rng, O.keys), ms = (long long)(now_s() * 1e3);
+        if (g->op == OP_RATELIMIT) {
+            put_argc(b, 4), put_str(b, "ZADD"), put_prefixed(b, "rl:", key);
+            put_ll(b, ms), put_prefixed(b, "r:", g->tail++);
+            put_argc(b, 4), put_str(b, "ZREMRANGEBYSCORE"), put_prefixed(b, "rl:", key);
+            put_str(b, "-inf"), put_ll(b, ms - O.window);
+        } else {
+            put_argc(b, 8), put_str(b, "ZADDEX"), put_prefixed(b, "rl:", key), put_str(b, "PX");
+            put_ll(b, O.window), put_str(b, "MEMBERS"), put_str(b, "1"), put_ll(b, ms);
+            put_prefixed(b, "r:", g->tail++);
+        }
+        put_argc(b, 2), put_str(b, "ZCARD"), put_prefixed(b, "rl:", key);
+        return g->op == OP_RATELIMIT ? 3 : 2;
+    }
     /* W7: the set --key of members 0 … n−1 of --shape; lookups draw an index below 2n, so half
      * of them miss. */
     case OP_SISMEMBER:
@@ -1625,7 +1646,7 @@ static void usage(void) {
             "  --type set|hash|zset|zset-rand --order seq|rand --mlen L --score-max M --seed S\n"
             "  --keys K --min A --max B --op OP --conns C --seconds T --warmup W --offset O\n"
             "  --chunk C --rate R --rdb FILE --limit L --pid SERVER_PID --shape int|seq|str --key2 K --cursors FILE\n"
-            "  --sync DIR --parties N\n");
+            "  --sync DIR --parties N --window MS\n");
     exit(2);
 }
 
@@ -1638,7 +1659,7 @@ int main(int argc, char **argv) {
         {"conns", 1, 0, 'C'}, {"seconds", 1, 0, 'T'}, {"warmup", 1, 0, 'W'},   {"offset", 1, 0, 'f'},
         {"chunk", 1, 0, 'u'}, {"rate", 1, 0, 'r'},   {"rdb", 1, 0, 'd'},       {"limit", 1, 0, 'x'},
         {"pid", 1, 0, 'i'},   {"shape", 1, 0, 'e'}, {"key2", 1, 0, 'y'},       {"cursors", 1, 0, 'g'},
-        {"sync", 1, 0, 'j'},  {"parties", 1, 0, 'q'},
+        {"sync", 1, 0, 'j'},  {"parties", 1, 0, 'q'}, {"window", 1, 0, 'w'},
         {0, 0, 0, 0},
     };
     if (argc < 2 || argv[1][0] == '-') usage();
@@ -1677,6 +1698,7 @@ int main(int argc, char **argv) {
         case 'g': O.cursors = optarg; break;
         case 'j': O.sync = optarg; break;
         case 'q': O.parties = atoll(optarg); break;
+        case 'w': O.window = atoll(optarg); break;
         default: usage();
         }
     }
