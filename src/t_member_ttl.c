@@ -336,7 +336,7 @@ size_t memberTtlReclaim(robj *o, serverDb *db, mstime_t now, unsigned long max, 
         tidyIndex(db, o);
         return 0;
     }
-    robj *keyobj = createStringObjectFromSds(sdsdup(objectGetKey(o)));
+    robj *keyobj = createStringObjectFromSds(objectGetKey(o));
     enterExecutionUnit(1, 0);
     int deleted;
     size_t removed = reclaimDue(db, o, keyobj, now, max, didx, &deleted);

@@ -562,3 +562,134 @@ start_server {tags {"fork" "zset" "repl"}} {
         } {OK} {needs:debug}
     }
 }
+
+# Random operations on sets and sorted sets of both forms against a Tcl
+# model, in rounds: a member's time is either short (PX 150: due by the
+# round's end, 400 ms later) or long (EX 1000), so the model knows which
+# members a read must see. Each round's end compares every key's members,
+# scores, counts and times with the model, on the primary and on a replica
+# that follows it, after active expiry has had its turn at some keys and
+# lazy removal at the others.
+start_server {tags {"fork" "set" "zset" "repl"}} {
+    start_server {} {
+        set primary [srv -1 client]
+        set replica [srv 0 client]
+        $replica replicaof [srv -1 host] [srv -1 port]
+        wait_for_condition 50 100 {
+            [string match {*master_link_status:up*} [$replica info replication]]
+        } else {
+            fail "replica did not connect"
+        }
+
+        test {Random member times against a model, on a primary and its replica} {
+            $primary flushall
+            set rounds [expr {$::accurate ? 20 : 6}]
+            set ops [expr {$::accurate ? 3000 : 800}]
+            # model: key -> dict member -> {score due} (due: 0 none, 1 short, 2 long)
+            array set model {}
+            set keys {s0 s1 i0 z0 z1}
+            foreach k $keys { set model($k) {} }
+            for {set round 0} {$round < $rounds} {incr round} {
+                for {set i 0} {$i < $ops} {incr i} {
+                    set k [lindex $keys [randomInt [llength $keys]]]
+                    set zset [string match z* $k]
+                    # Members: a few hundred per key, so keys cross into their big form.
+                    set m [expr {[string match i* $k] ? [randomInt 400] : "m[randomInt 300]"}]
+                    set t [randomInt 3]
+                    set opt [lindex {{} {PX 150} {EX 1000}} $t]
+                    set d $model($k)
+                    switch [randomInt 6] {
+                        0 - 1 {
+                            if {$zset} {
+                                set score [randomInt 50]
+                                $primary zaddex $k {*}$opt MEMBERS 1 $score $m
+                                dict set d $m [list $score $t]
+                            } else {
+                                $primary saddex $k {*}$opt MEMBERS 1 $m
+                                dict set d $m [list 0 $t]
+                            }
+                        }
+                        2 {
+                            # Plain adds keep a member's time.
+                            if {$zset} {
+                                set score [randomInt 50]
+                                $primary zadd $k $score $m
+                                if {[dict exists $d $m]} {
+                                    dict set d $m [list $score [lindex [dict get $d $m] 1]]
+                                } else {
+                                    dict set d $m [list $score 0]
+                                }
+                            } else {
+                                $primary sadd $k $m
+                                if {![dict exists $d $m]} { dict set d $m [list 0 0] }
+                            }
+                        }
+                        3 {
+                            $primary [expr {$zset ? "zrem" : "srem"}] $k $m
+                            dict unset d $m
+                        }
+                        4 {
+                            if {$t == 0} {
+                                set reply [$primary [expr {$zset ? "zpersist" : "spersist"}] $k MEMBERS 1 $m]
+                                set want [expr {![dict exists $d $m] ? -2 : ([lindex [dict get $d $m] 1] ? 1 : -1)}]
+                                assert_equal $want $reply
+                                if {[dict exists $d $m]} { dict set d $m [lreplace [dict get $d $m] 1 1 0] }
+                            } else {
+                                set ms [expr {$t == 1 ? 150 : 1000000}]
+                                set reply [$primary [expr {$zset ? "zpexpire" : "spexpire"}] $k $ms MEMBERS 1 $m]
+                                assert_equal [expr {[dict exists $d $m] ? 1 : -2}] $reply
+                                if {[dict exists $d $m]} { dict set d $m [lreplace [dict get $d $m] 1 1 $t] }
+                            }
+                        }
+                        5 {
+                            set reply [$primary [expr {$zset ? "zttl" : "sttl"}] $k MEMBERS 1 $m]
+                            if {![dict exists $d $m]} {
+                                assert_equal -2 $reply
+                            } else {
+                                set due [lindex [dict get $d $m] 1]
+                                if {$due == 0} { assert_equal -1 $reply }
+                                if {$due == 2} { assert_range $reply 990 1000 }
+                                if {$due == 1} { assert_range $reply 0 1 }
+                            }
+                        }
+                    }
+                    set model($k) $d
+                }
+                # Let the short times come; active expiry runs for half the rounds.
+                if {$round % 2} { r debug set-active-expire 0 }
+                after 400
+                foreach k $keys {
+                    set d {}
+                    dict for {m v} $model($k) {
+                        if {[lindex $v 1] != 1} { dict set d $m $v }
+                    }
+                    set model($k) $d
+                }
+                foreach srv [list $primary $replica] {
+                    if {$srv eq $replica} { wait_for_ofs_sync $primary $replica }
+                    foreach k $keys {
+                        set d $model($k)
+                        if {[string match z* $k]} {
+                            set want {}
+                            foreach m [lsort [dict keys $d]] { lappend want $m [lindex [dict get $d $m] 0] }
+                            set got [lsort -stride 2 -index 0 [$srv zrange $k 0 -1 withscores]]
+                            assert_equal $want $got
+                            assert_equal [dict size $d] [$srv zcard $k]
+                        } else {
+                            assert_equal [lsort [dict keys $d]] [lsort [$srv smembers $k]]
+                            assert_equal [dict size $d] [$srv scard $k]
+                        }
+                        set ms [dict keys $d]
+                        if {[llength $ms]} {
+                            set ttls [$srv [expr {[string match z* $k] ? "zttl" : "sttl"}] $k MEMBERS [llength $ms] {*}$ms]
+                            foreach m $ms ttl $ttls {
+                                if {[lindex [dict get $d $m] 1] == 0} { assert_equal -1 $ttl } else { assert {$ttl > 900} }
+                            }
+                        }
+                    }
+                }
+                $primary debug set-active-expire 1
+            }
+        } {} {needs:debug}
+    }
+}
