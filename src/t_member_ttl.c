@@ -303,9 +303,10 @@ static robj *copyWithoutDue(robj *o, mstime_t now) {
     robj *copy = o->type == OBJ_SET ? setTypeDup(o) : zsetDup(o);
     sds m;
     long long when;
-    while (indexFirst(ttlIndex(copy), &m, &when) && when <= now) {
-        removeMember(copy, m);
+    while (indexFirst(ttlIndex(copy), &m, &when)) {
+        if (when <= now) removeMember(copy, m);
         sdsfree(m);
+        if (when > now) break;
     }
     if (memberCount(copy)) return copy;
     decrRefCount(copy);
