@@ -75,7 +75,7 @@ static robj *saddex_cmd, *zaddex_cmd, *pxat_arg, *keepttl_arg, *members_arg;
 /* What differs between a set and a sorted set here. */
 typedef struct memberKind {
     int type, notify;
-    const char *rem, *pexpireat; /* The commands propagated. */
+    const char *rem, *pexpireat;      /* The commands propagated. */
     char *expired, *expire, *persist; /* Keyspace events. */
     char *remevent;
     robj *rem_cmd, *pexpireat_cmd;
@@ -349,6 +349,45 @@ size_t memberTtlReclaim(robj *o, serverDb *db, mstime_t now, unsigned long max, 
 
 sds memberTtlInfo(sds info) {
     return sdscatprintf(info, "expired_members:%lld\r\n", stat_expired_members);
+}
+
+typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
+static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx);
+
+/* --- DEBUG BTREE --- */
+
+sds memberTtlDebugInfo(sds s, robj *o) {
+    robj *ttls = ttlIndex(o);
+    long long when = earliest(o);
+    return sdscatfmt(s, "volatile_members:%U\r\nearliest_expire_ms:%I\r\nttl_index_bytes:%U\r\n",
+                     (unsigned long long)(ttls ? zsetLength(ttls) : 0), when == LLONG_MAX ? -1 : when,
+                     (unsigned long long)memberTtlIndexAllocSize(ttls));
+}
+
+typedef struct checkCtx {
+    robj *o;
+    long long prev;
+    const char *err;
+} checkCtx;
+
+static int checkTtlEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
+    checkCtx *cc = ctx;
+    sds member = sdsnewlen(m, len);
+    if (!isMember(cc->o, member))
+        cc->err = "an expire time for no member";
+    else if (when < 0 || when > TTL_MAX_MS)
+        cc->err = "an expire time out of range";
+    else if (when < cc->prev)
+        cc->err = "expire times out of order";
+    sdsfree(member);
+    cc->prev = when;
+    return cc->err == NULL;
+}
+
+const char *memberTtlCheck(robj *o) {
+    checkCtx cc = {o, 0, NULL};
+    forEachTtl(o, checkTtlEntry, &cc);
+    return cc.err;
 }
 
 /* --- Arguments --- */
@@ -930,9 +969,8 @@ void zaddexCommand(client *c) {
 
 /* --- Files: RDB, DUMP payloads and AOF rewrite --- */
 
-/* Calls fn on each entry of the set's index, in the order of their times;
+/* Calls fn on each entry of the key's index, in the order of their times;
  * stops, returning 0, when fn does. */
-typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
 
 static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
     robj *ttls = ttlIndex(o);

@@ -552,7 +552,7 @@ void setBtreeDismiss(robj *set) {
 }
 
 /* DEBUG BTREE of the integer form: its figures. */
-static void intDebug(client *c, ibset *s) {
+static void intDebug(client *c, robj *set, ibset *s) {
     ibsStats st;
     ibsGetStats(s, &st);
     sds info = sdscatfmt(sdsempty(),
@@ -566,11 +566,12 @@ static void intDebug(client *c, ibset *s) {
                          (unsigned long long)st.arrayBlocks[3], (unsigned long long)st.bitmapBlocks,
                          (unsigned long long)st.dataBytes, (unsigned long long)st.blockBytes,
                          (unsigned long long)st.indexBytes, (unsigned long long)ibsAllocSize(s));
+    info = memberTtlDebugInfo(info, set);
     addReplyVerbatim(c, info, sdslen(info), "txt");
     sdsfree(info);
 }
 
-static void stringsDebug(client *c, hpset *s) {
+static void stringsDebug(client *c, robj *set, hpset *s) {
     hpsStats st;
     hpsGetStats(s, &st);
     sds info = sdscatfmt(sdsempty(),
@@ -582,6 +583,7 @@ static void stringsDebug(client *c, hpset *s) {
                          (unsigned long long)st.entryBytes, (unsigned long long)st.segmentBytes,
                          (unsigned long long)st.outOfLineBytes, (unsigned long long)st.dirBytes,
                          (unsigned long long)st.bytes);
+    info = memberTtlDebugInfo(info, set);
     addReplyVerbatim(c, info, sdslen(info), "txt");
     sdsfree(info);
 }
@@ -592,13 +594,14 @@ void setBtreeDebug(client *c, robj *set, int check) {
     void *v = objectGetVal(set);
     if (check) {
         const char *err = ibsIsSet(v) ? ibsCheck(v) : hpsCheck(v);
+        if (!err) err = memberTtlCheck(set);
         if (err)
             addReplyErrorFormat(c, "btree check failed: %s", err);
         else
             addReply(c, shared.ok);
     } else if (ibsIsSet(v)) {
-        intDebug(c, v);
+        intDebug(c, set, v);
     } else {
-        stringsDebug(c, v);
+        stringsDebug(c, set, v);
     }
 }

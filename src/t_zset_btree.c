@@ -469,6 +469,7 @@ void zsetBtreeDebug(client *c, robj *o, int check) {
     }
     if (check) {
         const char *err = zbtCheck(t);
+        if (!err) err = memberTtlCheck(o);
         if (err) addReplyErrorFormat(c, "btree check failed: %s", err);
         else addReply(c, shared.ok);
         return;
@@ -488,6 +489,7 @@ void zsetBtreeDebug(client *c, robj *o, int check) {
                       (unsigned long long)st.otherBytes);
     s = catIndexStats(s, t);
     s = sdscatfmt(s, "total_bytes:%U\r\n", (unsigned long long)zbtAllocSize(t));
+    s = memberTtlDebugInfo(s, o);
     addReplyVerbatim(c, s, sdslen(s), "txt");
     sdsfree(s);
 }

@@ -272,13 +272,25 @@ start_server {tags {"fork" "set"}} {
         r config set notify-keyspace-events ""
     }
 
-    test {MEMORY USAGE counts the times} {
+    test {MEMORY USAGE counts the times; DEBUG BTREE shows them} {
         r flushall
         r sadd s {*}[lmap i [fst_range 0 999] {format member:$i}]
         set plain [r memory usage s]
+        assert_match {*volatile_members:0*earliest_expire_ms:-1*ttl_index_bytes:0*} [r debug btree s]
         r sexpire s 100 members 1000 {*}[lmap i [fst_range 0 999] {format member:$i}]
         assert {[r memory usage s] > $plain + 8000}
-    }
+        set info [r debug btree s]
+        assert_match {*volatile_members:1000*} $info
+        regexp {earliest_expire_ms:(\d+)} $info -> when
+        assert_range [expr {$when - [clock milliseconds]}] 90000 100000
+        regexp {ttl_index_bytes:(\d+)} $info -> bytes
+        assert {$bytes > 8000}
+        assert_equal OK [r debug btree s check]
+        r zadd z {*}[concat {*}[lmap i [fst_range 0 199] {list $i m$i}]]
+        r zexpire z 100 members 2 m1 m2
+        assert_match {*volatile_members:2*} [r debug btree z]
+        assert_equal OK [r debug btree z check]
+    } {} {needs:debug}
 
     test {Corrupt RESTORE payloads of a set with times are rejected} {
         r flushall
@@ -686,6 +698,11 @@ start_server {tags {"fork" "set" "zset" "repl"}} {
                                 if {[lindex [dict get $d $m] 1] == 0} { assert_equal -1 $ttl } else { assert {$ttl > 900} }
                             }
                         }
+                    }
+                }
+                foreach k $keys {
+                    if {[$primary exists $k] && [$primary object encoding $k] eq "btree"} {
+                        assert_equal OK [$primary debug btree $k check]
                     }
                 }
                 $primary debug set-active-expire 1
