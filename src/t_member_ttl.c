@@ -147,6 +147,10 @@ size_t memberTtlIndexAllocSize(robj *ttls) {
 }
 
 void memberTtlIndexForget(robj *ttls, const char *m, size_t len) {
+    if (ttls->encoding == OBJ_ENCODING_BTREE) {
+        zbtDelete(objectGetVal(ttls), (const unsigned char *)m, len, NULL);
+        return;
+    }
     sds s = sdsnewlen(m, len);
     zsetDel(ttls, s);
     sdsfree(s);
@@ -236,6 +240,54 @@ static void tidyIndex(serverDb *db, robj *o) {
 
 /* --- Removing due members --- */
 
+/* Drops the index's earliest entry. */
+static void indexPopFirst(robj *ttls) {
+    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
+        objectSetVal(ttls, lpDeleteRange(objectGetVal(ttls), 0, 2)); /* member, time */
+    } else {
+        zbtDeleteRankRange(objectGetVal(ttls), 0, 0);
+    }
+}
+
+/* Removes the key's members due at `now` from the front of its index, up
+ * to max, handing each to fn (which takes the sds). The index is taken off
+ * the key meanwhile, so that removing a member does not look its time up
+ * again. Returns how many. */
+static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, sds m), void *ctx) {
+    robj *ttls = ttlIndex(o);
+    size_t n = 0;
+    sds m;
+    long long when;
+    *ttlSlot(o) = NULL;
+    while (n < max && indexFirst(ttls, &m, &when)) {
+        if (when > now) {
+            sdsfree(m);
+            break;
+        }
+        indexPopFirst(ttls);
+        serverAssert(removeMember(o, m));
+        fn(ctx, m);
+        n++;
+    }
+    *ttlSlot(o) = ttls;
+    return n;
+}
+
+typedef struct dueBatch {
+    robj *members[RECLAIM_BATCH];
+    int n;
+} dueBatch;
+
+static void collectDue(void *ctx, sds m) {
+    dueBatch *b = ctx;
+    b->members[b->n++] = createObject(OBJ_STRING, m);
+}
+
+static void dropDue(void *ctx, sds m) {
+    UNUSED(ctx);
+    sdsfree(m);
+}
+
 /* SREM / ZREM key member... (n <= RECLAIM_BATCH). */
 static void propagateRemoval(memberKind *k, serverDb *db, robj *keyobj, robj **members, int n, int didx) {
     robj *argv[2 + RECLAIM_BATCH];
@@ -254,26 +306,17 @@ static void propagateRemoval(memberKind *k, serverDb *db, robj *keyobj, robj **m
 static size_t reclaimDue(serverDb *db, robj *o, robj *keyobj, mstime_t now, unsigned long max, int didx,
                          int *deleted) {
     memberKind *k = kindOf(o);
-    robj *batch[RECLAIM_BATCH];
+    dueBatch batch;
     size_t total = 0;
     *deleted = 0;
     while (max) {
-        int n = 0;
-        sds m;
-        long long when;
-        while (n < RECLAIM_BATCH && max && indexFirst(ttlIndex(o), &m, &when)) {
-            if (when > now) {
-                sdsfree(m);
-                break;
-            }
-            serverAssert(removeMember(o, m));
-            batch[n++] = createObject(OBJ_STRING, m);
-            max--;
-        }
+        batch.n = 0;
+        size_t n = removeDue(o, now, max < RECLAIM_BATCH ? max : RECLAIM_BATCH, collectDue, &batch);
         if (!n) break;
-        propagateRemoval(k, db, keyobj, batch, n, didx);
-        for (int i = 0; i < n; i++) decrRefCount(batch[i]);
+        propagateRemoval(k, db, keyobj, batch.members, batch.n, didx);
+        for (int i = 0; i < batch.n; i++) decrRefCount(batch.members[i]);
         total += n;
+        max -= n;
         if (n < RECLAIM_BATCH) break;
     }
     if (!total) return 0;
@@ -301,13 +344,7 @@ static long long earliest(robj *o) {
  * left: what a replica's read sees. */
 static robj *copyWithoutDue(robj *o, mstime_t now) {
     robj *copy = o->type == OBJ_SET ? setTypeDup(o) : zsetDup(o);
-    sds m;
-    long long when;
-    while (indexFirst(ttlIndex(copy), &m, &when)) {
-        if (when <= now) removeMember(copy, m);
-        sdsfree(m);
-        if (when > now) break;
-    }
+    removeDue(copy, now, SIZE_MAX, dropDue, NULL);
     if (memberCount(copy)) return copy;
     decrRefCount(copy);
     return NULL;
@@ -511,9 +548,10 @@ static void expireGeneric(client *c, memberKind *k, mstime_t basetime, int unit)
     for (long long i = 0; i < n; i++) {
         robj *arg = c->argv[first + i];
         sds m = objectGetVal(arg);
-        if (!o || !isMember(o, m)) {
+        long long cur = o ? memberExpire(o, m) : EXPIRY_NONE; /* a time: a member */
+        if (!o || (cur == EXPIRY_NONE && !isMember(o, m))) {
             addReplyLongLong(c, MEMBER_MISSING);
-        } else if (!conditionHolds(flags, memberExpire(o, m), when)) {
+        } else if (!conditionHolds(flags, cur, when)) {
             addReplyLongLong(c, MEMBER_UNCHANGED);
         } else if (past) {
             removeMember(o, m);
@@ -595,10 +633,10 @@ static void ttlGeneric(client *c, memberKind *k, mstime_t basetime, int unit) {
     addReplyArrayLen(c, n);
     for (long long i = 0; i < n; i++) {
         sds m = objectGetVal(c->argv[first + i]);
-        long long when;
-        if (!o || !isMember(o, m)) {
+        long long when = o ? memberExpire(o, m) : EXPIRY_NONE; /* a time: a member */
+        if (!o || (when == EXPIRY_NONE && !isMember(o, m))) {
             addReplyLongLong(c, MEMBER_MISSING);
-        } else if ((when = memberExpire(o, m)) == EXPIRY_NONE) {
+        } else if (when == EXPIRY_NONE) {
             addReplyLongLong(c, MEMBER_NO_TTL);
         } else {
             long long left = when - basetime;
@@ -652,13 +690,13 @@ static void persistGeneric(client *c, memberKind *k) {
     addReplyArrayLen(c, n);
     for (long long i = 0; i < n; i++) {
         sds m = objectGetVal(c->argv[first + i]);
-        if (!o || !isMember(o, m)) {
-            addReplyLongLong(c, MEMBER_MISSING);
-        } else if (!persistMember(o, m)) {
-            addReplyLongLong(c, MEMBER_NO_TTL);
-        } else {
+        if (o && persistMember(o, m)) { /* a time: a member */
             persisted++;
             addReplyLongLong(c, MEMBER_SET);
+        } else if (!o || !isMember(o, m)) {
+            addReplyLongLong(c, MEMBER_MISSING);
+        } else {
+            addReplyLongLong(c, MEMBER_NO_TTL);
         }
     }
     if (persisted) {
