@@ -240,37 +240,49 @@ static void tidyIndex(serverDb *db, robj *o) {
 
 /* --- Removing due members --- */
 
-/* Drops the index's earliest entry. */
-static void indexPopFirst(robj *ttls) {
-    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
-        objectSetVal(ttls, lpDeleteRange(objectGetVal(ttls), 0, 2)); /* member, time */
-    } else {
-        zbtDeleteRankRange(objectGetVal(ttls), 0, 0);
-    }
+/* Drops the index's n earliest entries, in one go: the tree lays each
+ * leaf out once, where one delete at a time would lay it out per entry. */
+static void indexDropFirst(robj *ttls, size_t n) {
+    if (!n) return;
+    if (ttls->encoding == OBJ_ENCODING_LISTPACK)
+        objectSetVal(ttls, lpDeleteRange(objectGetVal(ttls), 0, 2 * n)); /* member, time */
+    else
+        zbtDeleteRankRange(objectGetVal(ttls), 0, n - 1);
 }
 
-/* Removes the key's members due at `now` from the front of its index, up
- * to max, handing each to fn (which takes the sds). The index is taken off
- * the key meanwhile, so that removing a member does not look its time up
- * again. Returns how many. */
+typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
+static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx);
+
+typedef struct dueWalk {
+    robj *o;
+    mstime_t now;
+    size_t max, n;
+    void (*fn)(void *ctx, sds m);
+    void *ctx;
+} dueWalk;
+
+static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
+    dueWalk *w = ctx;
+    if (w->n == w->max || when > w->now) return 0;
+    sds member = sdsnewlen(m, len);
+    serverAssert(removeMember(w->o, member));
+    w->fn(w->ctx, member);
+    w->n++;
+    return 1;
+}
+
+/* Removes the key's members due at `now`, the front of its index, up to
+ * max, handing each to fn (which takes the sds), then drops them from the
+ * index at once. The index is taken off the key meanwhile, so that
+ * removing a member does not look its time up again. Returns how many. */
 static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, sds m), void *ctx) {
     robj *ttls = ttlIndex(o);
-    size_t n = 0;
-    sds m;
-    long long when;
+    dueWalk w = {o, now, max, 0, fn, ctx};
     *ttlSlot(o) = NULL;
-    while (n < max && indexFirst(ttls, &m, &when)) {
-        if (when > now) {
-            sdsfree(m);
-            break;
-        }
-        indexPopFirst(ttls);
-        serverAssert(removeMember(o, m));
-        fn(ctx, m);
-        n++;
-    }
+    forEachEntry(ttls, removeDueEntry, &w);
     *ttlSlot(o) = ttls;
-    return n;
+    indexDropFirst(ttls, w.n);
+    return w.n;
 }
 
 typedef struct dueBatch {
@@ -388,7 +400,6 @@ sds memberTtlInfo(sds info) {
     return sdscatprintf(info, "expired_members:%lld\r\n", stat_expired_members);
 }
 
-typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
 static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx);
 
 /* --- DEBUG BTREE --- */
@@ -1007,12 +1018,9 @@ void zaddexCommand(client *c) {
 
 /* --- Files: RDB, DUMP payloads and AOF rewrite --- */
 
-/* Calls fn on each entry of the key's index, in the order of their times;
- * stops, returning 0, when fn does. */
-
-static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
-    robj *ttls = ttlIndex(o);
-    if (!ttls) return 1;
+/* Calls fn on each entry of an index (forEachTtl: of the key's index), in
+ * the order of their times; stops, returning 0, when fn does. */
+static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx) {
     if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
         unsigned char *zl = objectGetVal(ttls);
         unsigned char *eptr = lpSeek(zl, 0), *sptr;
@@ -1035,6 +1043,11 @@ static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
     for (int more = zbtFirst(objectGetVal(ttls), &c); more; more = zbtNext(&c))
         if (!fn(ctx, c.member, c.len, (long long)c.score)) return 0;
     return 1;
+}
+
+static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
+    robj *ttls = ttlIndex(o);
+    return ttls ? forEachEntry(ttls, fn, ctx) : 1;
 }
 
 typedef struct rdbSaveCtx {
