@@ -109,6 +109,13 @@ static robj *ttlIndex(robj *o) {
     return slot ? *slot : NULL;
 }
 
+/* The index's tree, for the read-ahead of SADDEX and ZADDEX
+ * (memberprefetch.c); NULL while it is a listpack or there is none. */
+zbt *memberTtlIndexTree(robj *o) {
+    robj *ttls = ttlIndex(o);
+    return ttls && ttls->encoding == OBJ_ENCODING_BTREE ? objectGetVal(ttls) : NULL;
+}
+
 bool objectHasVolatileMembers(robj *o) {
     robj *ttls = ttlIndex(o);
     return ttls && zsetLength(ttls);

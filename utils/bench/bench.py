@@ -47,6 +47,8 @@ SIZES = {
         w2_n=500_000, w2_cluster=False,
         w6_n=1_000_000,
         w9_n=200_000,
+        w10_n=200_000, w10_zn=1_000_000, w10_rounds=1, w10_requests=200_000, w10_rl_keys=10_000,
+        w10_rl_requests=200_000, w10_exp_keys=100, w10_exp_members=10_000, w10_exp_spread=10,
         w3_n=10_000, w3_rounds=1,
         w4_keys={"listpack": 20_000, "big": 16_000}, w4_pairs=3, w4_query_s=1.0, w4_warmup_s=0.2,
         w4_one_n=500_000,
@@ -61,6 +63,8 @@ SIZES = {
         w2_n=10_000_000, w2_cluster=True,
         w6_n=10_000_000,
         w9_n=2_000_000,
+        w10_n=1_000_000, w10_zn=50_000_000, w10_rounds=3, w10_requests=1_000_000, w10_rl_keys=10_000,
+        w10_rl_requests=1_000_000, w10_exp_keys=1000, w10_exp_members=10_000, w10_exp_spread=60,
         w3_n=10_000, w3_rounds=3,
         w4_keys={"listpack": 1_000_000, "big": 800_000}, w4_pairs=3, w4_query_s=3, w4_warmup_s=0.5,
         w4_one_n=5_000_000,
@@ -76,6 +80,8 @@ SIZES = {
         w2_n=20_000, w2_cluster=True,
         w6_n=20_000,
         w9_n=5_000,
+        w10_n=5_000, w10_zn=5_000, w10_rounds=1, w10_requests=5_000, w10_rl_keys=100,
+        w10_rl_requests=5_000, w10_exp_keys=10, w10_exp_members=100, w10_exp_spread=1,
         w3_n=300, w3_rounds=2,
         w4_keys={"listpack": 1_000, "big": 800}, w4_pairs=2, w4_query_s=0.2, w4_warmup_s=0.05,
         w4_one_n=20_000,
@@ -87,7 +93,8 @@ SIZES = {
     ),
 }
 # Published sizes, to say in the report where a run was scaled down.
-PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w6_n=10_000_000, w9_n=2_000_000, w4_keys={"listpack": 1_000_000, "big": 800_000},
+PUBLISHED = dict(w1_n=50_000_000, w2_n=10_000_000, w6_n=10_000_000, w9_n=2_000_000, w10_zn=50_000_000,
+                 w10_exp_keys=1000, w4_keys={"listpack": 1_000_000, "big": 800_000},
                  w4_one_n=5_000_000, w5_n=1_000_000, w7_n=1_000_000, w7_stall_n=50_000_000)
 
 W4_PROFILES = {"listpack": (10, 128), "big": (129, 200)}
@@ -125,6 +132,10 @@ W6_TARGETS = {"W6.ttl_cost": ("value", 4.0), "W6.ex.bpo": ("ref", 0.87)}
 # come from fortunes and iso-codes), each with a TTL. Issue #46's target: ≤ 0.3× the reference's memory.
 W9_TTL = 86400
 W9_TARGETS = {"W9.bpo": ("ref", 0.3)}
+# W10: members that expire (utils/bench/member-ttl-rounds runs it; issue #47's targets).
+W10_TARGETS = {"W10.set.cost": ("value", 8.0), "W10.zset.cost": ("value", 8.0), "W10.set.bpm": ("value", 37.0),
+               "W10.zset.bpm": ("value", 31.0), "W10.rl.ops": ("ref", 1.5), "W10.rl.mem": ("ref", 0.5),
+               "W10.exp.SADDEX": ("value", 10.0), "W10.exp.ZADDEX": ("value", 10.0)}
 W7_SHAPES = [("int", "a"), ("seq", "b"), ("str", "c")]
 W7_SHAPE_TEXT = {"int": "distinct random integers below 10^8", "seq": "consecutive integers from 0",
                  "str": "distinct random 24-character strings"}
@@ -837,6 +848,73 @@ class Bench:
                 f"{used / 1e6:,.1f} MB ({bpo:.1f} B/document), load {took:.1f} s")
         path.unlink()
 
+    # -- W10: members that expire (member-ttl-rounds, at the suite's sizes)
+
+    def w10(self):
+        import importlib.machinery as ilm
+        import importlib.util as ilu
+        import types
+        loader = ilm.SourceFileLoader("member_ttl_rounds", str(Path(__file__).resolve().parent / "member-ttl-rounds"))
+        mtr = ilu.module_from_spec(ilu.spec_from_loader("member_ttl_rounds", loader))
+        loader.exec_module(mtr)
+        c = self.cfg
+        mtr.tr.OURS = next(s.path for s in self.servers if s.name == "ours")
+        mtr.tr.REF = next(s.path for s in self.servers if s.name == "reference")
+        a = types.SimpleNamespace(rounds=1, n=c["w10_n"], zn=c["w10_zn"], requests=c["w10_requests"],
+                                  keys=None, members=c["w10_exp_members"], spread=c["w10_exp_spread"],
+                                  window=60_000)
+        res = {}
+        tmp = self.out / "w10"
+        tmp.mkdir(exist_ok=True)
+        mtr.part_memory(a, tmp, res)
+        a.rounds = c["w10_rounds"]
+        mtr.part_speed(a, tmp, res)
+        a.keys, a.requests = c["w10_rl_keys"], c["w10_rl_requests"]
+        mtr.part_ratelimit(a, tmp, res)
+        a.rounds, a.keys = 1, c["w10_exp_keys"]
+        mtr.part_expiry(a, tmp, res)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+        def rows(key, label, unit, better, src, scale=1.0, servers=("ours", "reference"), paired=False):
+            for name in servers:
+                for rnd, v in enumerate(res.get(src, {}).get(name, [])):
+                    self.add(key, "W10", label, unit, better, name, rnd, v * scale, paired=paired,
+                             target=W10_TARGETS.get(key))
+        rows("W10.set.plain", "W7 c `SADD`: bytes per member (MEMORY USAGE / members)", "B/member", "lower",
+             ("W7 c SADD", "B/member"))
+        rows("W10.set.bpm", "W7 c `SADDEX EX`: bytes per member", "B/member", "lower",
+             ("W7 c SADDEX EX", "B/member"))
+        rows("W10.set.cost", "W7 c: a member's time, `SADDEX EX` minus `SADD`", "B/member", "lower",
+             ("W7 c SADDEX EX minus W7 c SADD", "B/member"))
+        rows("W10.zset.plain", "W1 `ZADD`: bytes per member (MEMORY USAGE / members)", "B/member", "lower",
+             ("W1 ZADD", "B/member"))
+        rows("W10.zset.bpm", "W1 `ZADDEX PX`: bytes per member", "B/member", "lower", ("W1 ZADDEX PX", "B/member"))
+        rows("W10.zset.cost", "W1: a member's time, `ZADDEX PX` minus `ZADD`", "B/member", "lower",
+             ("W1 ZADDEX PX minus W1 ZADD", "B/member"))
+        for pl in (1, 16):
+            for timed, plain, target in (("SADDEX EX", "SADD", 0.9), ("ZADDEX EX", "ZADD", 0.9),
+                                         ("SISMEMBER, 1 in 10 with a time", "SISMEMBER, no times", 0.97),
+                                         ("ZSCORE, 1 in 10 with a time", "ZSCORE, no times", 0.97)):
+                key = f"W10.{timed.split()[0].rstrip(',').lower()}.{pl}"
+                W10_TARGETS[key] = ("value", target)
+                rows(key, f"`{timed}` / `{plain}`, P={pl}: ops/s with times / without", "x", "higher",
+                     (f"{timed} / {plain} P{pl}", "ratio"), servers=("ours",))
+                rows(f"{key}.cpu", f"`{timed}` / `{plain}`, P={pl}: server CPU per op, without / with", "x",
+                     "higher", (f"{timed} / {plain} P{pl}, by server CPU", "ratio"), servers=("ours",))
+        rows("W10.rl.ops", "rate limiter: requests/s", "ops/s", "higher", ("rate limiter", "requests/s"),
+             paired=True)
+        rows("W10.rl.mem", "rate limiter: used_memory at the end", "bytes", "lower",
+             ("rate limiter: used_memory", "MB"), scale=1e6, paired=True)
+        for cmd in ("SADDEX", "ZADDEX"):
+            for name, src in (("ours", cmd), ("reference", "HSETEX")):
+                for rnd, v in enumerate(res.get((f"{src}: s after the last due", "s"), {}).get(name, [])):
+                    self.add(f"W10.exp.{cmd}", "W10", f"active expiry, ours `{cmd}`, the reference `HSETEX`: "
+                             "seconds after the last due until all are gone", "s", "lower", name, rnd, v,
+                             target=W10_TARGETS.get(f"W10.exp.{cmd}"))
+                for rnd, v in enumerate(res.get((f"{src}: server CPU from load end", "s"), {}).get(name, [])):
+                    self.add(f"W10.exp.{cmd}.cpu", "W10", f"active expiry, ours `{cmd}`, the reference "
+                             "`HSETEX`: server CPU from the load's end", "s", "lower", name, rnd, v)
+
     # -- W3: SET vs HASH vs ZSET, MEMORY USAGE after every insert
 
     def w3(self):
@@ -1459,7 +1537,7 @@ class Bench:
         if not self.pin:
             log("warning: fewer than 2 CPUs; server and client are not pinned")
         for w, fn in (("W1", self.w1), ("W2", self.w2), ("W3", self.w3), ("W4", self.w4), ("W5", self.w5),
-                      ("W6", self.w6), ("W7", self.w7), ("W8", self.w8), ("W9", self.w9)):
+                      ("W6", self.w6), ("W7", self.w7), ("W8", self.w8), ("W9", self.w9), ("W10", self.w10)):
             if not self.wanted(w):
                 continue
             busy = cpu_busy()
@@ -1593,7 +1671,7 @@ class Bench:
         charts = self.charts()
         md = self.markdown(charts, docs=False)
         (self.out / "results.md").write_text(md)
-        for w in ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"):
+        for w in ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10"):
             if any(f.workload == w for f in self.results.figures.values()):
                 log("\n" + self.workload_table(w))
         if self.w8_sweep_table():
@@ -1760,7 +1838,8 @@ class Bench:
                          ("W6", "W6 — short texts, with and without a TTL"),
                          ("W7", "W7 — big sets"),
                          ("W8", "W8 — BGSAVE under load: memory copied by copy-on-write"),
-                         ("W9", "W9 — JSON documents with a TTL")):
+                         ("W9", "W9 — JSON documents with a TTL"),
+                         ("W10", "W10 — members that expire")):
             if not any(f.workload == w for f in self.results.figures.values()):
                 continue
             L.append(f"## {title}")
@@ -1804,6 +1883,12 @@ class Bench:
         L.append(f"- W3: {c['w3_n']:,} inserts per type")
         L.append(f"- W6: {c['w6_n']:,} keys, without and with a TTL" + scaled(c["w6_n"], PUBLISHED["w6_n"]))
         L.append(f"- W9: {c['w9_n']:,} documents with a TTL" + scaled(c["w9_n"], PUBLISHED["w9_n"]))
+        L.append(f"- W10: W7 c of {c['w10_n']:,} members and W1 of {c['w10_zn']:,}"
+                 + scaled(c["w10_zn"], PUBLISHED["w10_zn"]) + f"; speed over {c['w10_n']:,} members, "
+                 f"{c['w10_requests']:,} requests a turn at P16 (a quarter at P1), {c['w10_rounds']} round(s); "
+                 f"rate limiter over {c['w10_rl_keys']:,} keys, {c['w10_rl_requests']:,} requests, a 60 s window; "
+                 f"active expiry of {c['w10_exp_keys']:,} keys × {c['w10_exp_members']:,} members over "
+                 f"{c['w10_exp_spread']} s" + scaled(c["w10_exp_keys"], PUBLISHED["w10_exp_keys"]))
         k = c["w4_keys"]
         L.append(f"- W4: {k['listpack']:,} keys (listpack profile) and {k['big']:,} keys (big profile), one ZADD "
                  f"each; ZRANGEBYSCORE for {c['w4_query_s']:g} s from {W4_CONNS} connections; one key of "
@@ -1847,12 +1932,30 @@ HEADLINES = [
     "W1.bpm", "W1.mem", "W1.rate", "W1.min_iv", "W2.standalone.bpk", "W2.cluster.bpk",
     "W3.set.at1000", "W3.hash.at1000", "W3.zset.at1000", "W4.listpack.bpm", "W4.big.bpm", "W4.one.seq",
     "W4.one.rand", "W4.listpack.qps", "W4.big.qps", "W5.zscore.1.ops", "W5.zscore.16.ops", "W5.zrank.16.ops",
-    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W6.ex.bpo", "W6.ttl_cost", "W9.bpo", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
+    "W5.zrange10.16.ops", "W5.zadd.16.ops", "W6.ex.bpo", "W6.ttl_cost", "W9.bpo", "W10.set.cost",
+    "W10.zset.bpm", "W10.rl.ops", "W10.rl.mem", "W7.mem.int.bpm", "W7.mem.seq.bpm", "W7.mem.str.bpm",
     "W7.int.sismember.16.ops", "W7.str.sismember.16.ops", "W7.int.sintercard.1.ops", "W8.a.cow", "W8.b.peak", "W8.b.peak_s", "W8.c.cow_per_op",
     "W8.c.peak", "W8.c.peak_s",
 ]
 
 W_TEXT = {
+    "W10": "Members of sets and sorted sets with times of their own (`utils/bench/member-ttl-rounds`, which "
+           "the suite runs with its sizes). Memory: one key loaded in commands of 1,000 members, W7 c with "
+           "`SADD` and, on ours, `SADDEX … EX 86400`; W1's members with `ZADD` and `ZADDEX … PX 86400000`; "
+           "`MEMORY USAGE key SAMPLES 0` / members. Speed, ours only: each command with times against the "
+           "same without, one key of N members each, at P1 and P16 (valkey-benchmark, 50 connections; "
+           "writes of random members `x:{r}`, r < 1M, so most of a turn's writes give a member a new "
+           "time; reads of a key where one member in ten has a time, none due). Rate limiter: the "
+           "reference runs the sliding window users run today (`ZADD key now id`, `ZREMRANGEBYSCORE key "
+           "-inf now-60000`, `ZCARD key`, pipelined per request), ours `ZADDEX key PX 60000 MEMBERS 1 now "
+           "id` + `ZCARD key`; requests/s and used_memory at the end. Active expiry: keys whose members' "
+           "times fall within the spread, never read; ours with `SADDEX` and `ZADDEX`, the reference with "
+           "`HSETEX` (its hash fields, the same shape); seconds from the last one due until the keys are "
+           "gone (an upper bound: the load's end plus the spread plus 1 s), and server CPU from the "
+           "load's end. Targets (issue #47): a time costs ≤ 8 B a member; W7 c with times ≤ 37 and W1 "
+           "with times ≤ 31 B/member; writes with times ≥ 0.9× and reads ≥ 0.97× the same without; the "
+           "rate limiter ≥ 1.5× the reference's requests/s at ≤ 0.5× its memory; all gone ≤ 10 s after "
+           "the last is due.",
     "W9": "`SET doc:<n> <json> EX 86400` for 0.5–2 KB documents of three schemas in turn (profiles, product "
           "records, events; `utils/bench/w9docs.py`), their texts fortunes quotes and names and iso-codes' "
           "countries, regions, currencies and languages, their ids, numbers and times random; sent with "
