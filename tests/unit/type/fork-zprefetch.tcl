@@ -6,7 +6,9 @@
 # commands up in their big sorted sets ahead of time, asks for the buckets
 # of SISMEMBER, SADD and SREM in big sets of strings (and keeps their
 # members' stored forms and hashes for them), and for the blocks of
-# SISMEMBER, SMISMEMBER, SADD and SREM in big sets of integers. It must change
+# SISMEMBER, SMISMEMBER, SADD and SREM in big sets of integers, and the
+# members of SADDEX and ZADDEX in their keys and in the keys' indexes of
+# times (t_member_ttl.c). It must change
 # nothing a client sees: the same pipelines, run with the read-ahead on
 # (prefetch-batch-max-size 16, the default) and off (1; 0 turns it off as
 # well, but upstream's key prefetch then declares an array of no elements,
@@ -234,5 +236,76 @@ start_server {tags {"fork zset"}} {
         lappend pipelines {{sismember s} {sadd s} {srem s} {sismember s a b}}
         lappend pipelines [concat {{flushall}} $head]
         fzp_compare [list [list restore s 0 $::fzp_spayload]] $pipelines
+    }
+
+    # SADDEX and ZADDEX: members after their MEMBERS n, read ahead in the
+    # key and in its index of times, a tree past 128 volatile members. The
+    # times are absolute, so that the replies of SPEXPIRETIME and
+    # ZPEXPIRETIME, which the pipelines ask, are the same on both runs.
+    proc fzp_when {} { return [expr {4102444800000 + int(rand() * 1000000)}] }
+    proc fzp_random_ttl_cmds {n count} {
+        set cmds {}
+        for {set i 0} {$i < $count} {incr i} {
+            set j [expr {int(rand() * ($n + $n / 4))}]
+            set k [expr {$j + 1}]
+            switch [expr {int(rand() * 10)}] {
+                0 { lappend cmds [list saddex st PXAT [fzp_when] MEMBERS 2 [fzp_member $j] [fzp_member $k]] }
+                1 { lappend cmds [list saddex st [lindex {MNX MXX} [expr {int(rand() * 2)}]] KEEPTTL MEMBERS 1 [fzp_member $j]] }
+                2 { lappend cmds [list saddex it PXAT [fzp_when] MEMBERS 1 [fzp_int $j]] }
+                3 { lappend cmds [list zaddex zt [lindex {NX XX GT LT CH} [expr {int(rand() * 5)}]] PXAT [fzp_when] MEMBERS 1 $j m:$j] }
+                4 { lappend cmds [list zaddex zt MEMBERS 2 $j m:$j $k m:$k] }
+                5 { lappend cmds [list spexpiretime st MEMBERS 2 [fzp_member $j] [fzp_member $k]] }
+                6 { lappend cmds [list zpexpiretime zt MEMBERS 1 m:$j] }
+                7 { lappend cmds [list spexpiretime it MEMBERS 1 [fzp_int $j]] }
+                8 { lappend cmds [list srem st [fzp_member $j]] }
+                9 { lappend cmds [list zaddex zt PXAT 1 MEMBERS 1 $j m:$j] }
+            }
+        }
+        return $cmds
+    }
+
+    test {Pipelined SADDEX and ZADDEX on big keys with big indexes of times: the same with and without read-ahead} {
+        set n 3000
+        set sargs {}
+        set iargs {}
+        set zargs {}
+        set svol {}
+        set ivol {}
+        set zvol {}
+        for {set i 0} {$i < $n} {incr i} {
+            lappend sargs [fzp_member $i]
+            lappend iargs [fzp_int $i]
+            lappend zargs $i m:$i
+            if {$i % 3 == 0} {
+                lappend svol [fzp_member $i]
+                lappend ivol [fzp_int $i]
+                lappend zvol m:$i
+            }
+        }
+        set setup [list [list sadd st {*}$sargs] [list sadd it {*}$iargs] [list zadd zt {*}$zargs] \
+            [list spexpireat st 4102444800000 MEMBERS [llength $svol] {*}$svol] \
+            [list spexpireat it 4102444800000 MEMBERS [llength $ivol] {*}$ivol] \
+            [list zpexpireat zt 4102444800000 MEMBERS [llength $zvol] {*}$zvol]]
+        set pipelines {}
+        for {set p 0} {$p < 20} {incr p} {
+            lappend pipelines [fzp_random_ttl_cmds $n [expr {1 + int(rand() * 200)}]]
+        }
+        # MEMBERS where an option or a member may stand, wrong counts, and
+        # the key deleted or retyped halfway.
+        set when [fzp_when]
+        lappend pipelines [list {saddex st MEMBERS} {zaddex zt MEMBERS 1} [list saddex st PXAT $when MEMBERS 1 members] \
+            [list saddex st MEMBERS 1 x PXAT $when] [list zaddex zt MEMBERS 1 1 MEMBERS] {saddex st MEMBERS 2 a} \
+            {spexpiretime st MEMBERS 2 members x}]
+        # Every member's time at the end.
+        set all [list [list spexpiretime st MEMBERS [expr {$n + $n / 4 + 1}]] [list spexpiretime it MEMBERS [expr {$n + $n / 4 + 1}]] \
+                     [list zpexpiretime zt MEMBERS [expr {$n + $n / 4 + 1}]]]
+        for {set i 0} {$i <= $n + $n / 4} {incr i} {
+            lset all 0 end+1 [fzp_member $i]
+            lset all 1 end+1 [fzp_int $i]
+            lset all 2 end+1 m:$i
+        }
+        lappend pipelines [fzp_random_ttl_cmds $n 50] $all
+        lappend pipelines [concat [fzp_random_ttl_cmds $n 20] {{del zt} {set st string}} [fzp_random_ttl_cmds $n 20]]
+        fzp_compare $setup $pipelines
     }
 }
