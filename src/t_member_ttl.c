@@ -260,21 +260,39 @@ static void indexDropFirst(robj *ttls, size_t n) {
 typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
 static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx);
 
+/* Due members asked for in the key ahead of their removal. */
+#define DUE_AHEAD 8
+
 typedef struct dueWalk {
     robj *o;
     mstime_t now;
-    size_t max, n;
+    size_t max, seen, n;
     void (*fn)(void *ctx, sds m);
     void *ctx;
+    sds ahead[DUE_AHEAD]; /* Asked for, not yet removed: entry i at i % DUE_AHEAD. */
 } dueWalk;
 
-static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
-    dueWalk *w = ctx;
-    if (w->n == w->max || when > w->now) return 0;
-    sds member = sdsnewlen(m, len);
+static void removeDueMember(dueWalk *w, sds member) {
     serverAssert(removeMember(w->o, member));
     w->fn(w->ctx, member);
     w->n++;
+}
+
+/* A due entry's member is asked for in the key at once (a sorted set's
+ * leaf half way) and removed DUE_AHEAD entries later, so that the misses
+ * of a run of them overlap (one after another, the key's bucket was 29% of
+ * active expiry's CPU at 1,000 keys of 10,000 members, `perf` at
+ * a04386b). */
+static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
+    dueWalk *w = ctx;
+    if (w->seen == w->max || when > w->now) return 0;
+    sds member = sdsnewlen(m, len);
+    prefetchValueMember(w->o, m, len, 0);
+    sds half = w->ahead[(w->seen + DUE_AHEAD / 2) % DUE_AHEAD]; /* DUE_AHEAD / 2 entries back */
+    if (half) prefetchValueMember(w->o, (unsigned char *)half, sdslen(half), 1);
+    size_t slot = w->seen++ % DUE_AHEAD;
+    if (w->ahead[slot]) removeDueMember(w, w->ahead[slot]);
+    w->ahead[slot] = member;
     return 1;
 }
 
@@ -284,9 +302,11 @@ static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long lo
  * removing a member does not look its time up again. Returns how many. */
 static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, sds m), void *ctx) {
     robj *ttls = ttlIndex(o);
-    dueWalk w = {o, now, max, 0, fn, ctx};
+    dueWalk w = {.o = o, .now = now, .max = max, .fn = fn, .ctx = ctx};
     *ttlSlot(o) = NULL;
     forEachEntry(ttls, removeDueEntry, &w);
+    for (size_t i = w.seen; i < w.seen + DUE_AHEAD; i++)
+        if (w.ahead[i % DUE_AHEAD]) removeDueMember(&w, w.ahead[i % DUE_AHEAD]);
     *ttlSlot(o) = ttls;
     indexDropFirst(ttls, w.n);
     return w.n;

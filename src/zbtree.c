@@ -2439,9 +2439,18 @@ unsigned long zbtCountLexRange(zbt *t, const zbtLexRange *r) {
 static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     unsigned char buf[LEAF_PAYLOAD];
     item items[LEAF_PAYLOAD];
+    uint64_t hash[LEAF_PAYLOAD];
     int n = leafItems(l, buf, items);
+    /* Every slot is asked for before the first goes, so that their misses
+     * overlap: a range delete of a leaf's entries (the front of an index
+     * of times, t_member_ttl.c) spent 22% of active expiry in zmiRemove
+     * one miss after another. */
     for (int i = idx; i < idx + k; i++) {
-        int ok = zmiRemove(t->index, memberHash(items[i].m, items[i].len), l->id);
+        hash[i] = memberHash(items[i].m, items[i].len);
+        zmiPrefetch(t->index, hash[i]);
+    }
+    for (int i = idx; i < idx + k; i++) {
+        int ok = zmiRemove(t->index, hash[i], l->id);
         assert(ok);
         if (items[i].ool && !keepOol) countedFree(&t->bytes, items[i].ool);
     }
