@@ -180,17 +180,33 @@ size_t prefetchedMember(const unsigned char *m, size_t len, unsigned char *buf, 
 
 /* A big set's member: the hash of its stored form, and its directory slot
  * asked for; its bucket once every slot is (prefetchQueuedMembers). */
-static void addSetMember(memberBatch *b, hpset *s, robj *member) {
+/* The hash of a set member's stored form; memo: keep both for its command. */
+static uint64_t storedHash(const unsigned char *m, size_t mlen, int memo) {
     unsigned char buf[SPK_ENC_BUF];
-    const unsigned char *out, *m = (const unsigned char *)objectGetVal(member);
-    size_t mlen = sdslen(objectGetVal(member));
+    const unsigned char *out;
     size_t len = spkEncode(m, mlen, buf, &out);
     uint64_t h = hpsHash(out, len);
-    memoAdd(m, mlen, out, len, h);
+    if (memo) memoAdd(m, mlen, out, len, h);
     spkRelease(out, m, buf);
+    return h;
+}
+
+static void addSetMember(memberBatch *b, hpset *s, robj *member) {
+    uint64_t h = storedHash((const unsigned char *)objectGetVal(member), sdslen(objectGetVal(member)), 1);
     hpsPrefetchSlot(s, h);
     b->set[b->sets] = s;
     b->hash[b->sets++] = h;
+}
+
+/* Members argv[first], argv[first + step], ... below argv[end], to be
+ * looked up in tree t. */
+static void addTreeMembers(memberBatch *b, zbt *t, robj **argv, int first, int step, int end) {
+    for (int j = first; j < end && !batchFull(b); j += step) {
+        if (!sdsEncodedObject(argv[j])) continue;
+        b->tree[b->n] = t;
+        b->m[b->n] = (const unsigned char *)objectGetVal(argv[j]);
+        b->len[b->n++] = sdslen(objectGetVal(argv[j]));
+    }
 }
 
 static void addCommand(memberBatch *b, client *c, const struct serverCommand *cmd, robj **argv, int argc) {
@@ -204,12 +220,7 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     /* SADDEX and ZADDEX also look their members up in the key's index of
      * times (t_member_ttl.c), a tree of its own once it holds 129. */
     zbt *ttls = cmd->proc == saddexCommand || cmd->proc == zaddexCommand ? memberTtlIndexTree(b->lastVal) : NULL;
-    for (int j = first; ttls && j < end && !batchFull(b); j += step) {
-        if (!sdsEncodedObject(argv[j])) continue;
-        b->tree[b->n] = ttls;
-        b->m[b->n] = (const unsigned char *)objectGetVal(argv[j]);
-        b->len[b->n++] = sdslen(objectGetVal(argv[j]));
-    }
+    if (ttls) addTreeMembers(b, ttls, argv, first, step, end);
     if (ibsIsSet(v)) {
         /* Integers: the block each would be in. */
         for (int j = first; j < end && !batchFull(b); j += step) {
@@ -228,13 +239,7 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
             if (sdsEncodedObject(argv[j])) addSetMember(b, v, argv[j]);
         return;
     }
-    zbt *t = v;
-    for (int j = first; j < end && !batchFull(b); j += step) {
-        if (!sdsEncodedObject(argv[j])) continue;
-        b->tree[b->n] = t;
-        b->m[b->n] = (const unsigned char *)objectGetVal(argv[j]);
-        b->len[b->n++] = sdslen(objectGetVal(argv[j]));
-    }
+    addTreeMembers(b, v, argv, first, step, end);
 }
 
 /* Asks for the lines a lookup of member m in the big set or sorted set o
@@ -258,11 +263,7 @@ void prefetchValueMember(robj *o, const unsigned char *m, size_t len, int stage)
         long long ll;
         if (string2ll((const char *)m, len, &ll)) ibsPrefetch(v, ll);
     } else if (hpsIsSet(v)) {
-        unsigned char buf[SPK_ENC_BUF];
-        const unsigned char *out;
-        size_t elen = spkEncode(m, len, buf, &out);
-        hpsPrefetch(v, hpsHash(out, elen));
-        spkRelease(out, m, buf);
+        hpsPrefetch(v, storedHash(m, len, 0));
     }
 }
 

@@ -267,13 +267,13 @@ typedef struct dueWalk {
     robj *o;
     mstime_t now;
     size_t max, seen, n;
-    void (*fn)(void *ctx, sds m);
+    void (*fn)(void *ctx, robj *m);
     void *ctx;
-    sds ahead[DUE_AHEAD]; /* Asked for, not yet removed: entry i at i % DUE_AHEAD. */
+    robj *ahead[DUE_AHEAD]; /* Asked for, not yet removed: entry i at i % DUE_AHEAD. */
 } dueWalk;
 
-static void removeDueMember(dueWalk *w, sds member) {
-    serverAssert(removeMember(w->o, member));
+static void removeDueMember(dueWalk *w, robj *member) {
+    serverAssert(removeMember(w->o, objectGetVal(member)));
     w->fn(w->ctx, member);
     w->n++;
 }
@@ -286,10 +286,11 @@ static void removeDueMember(dueWalk *w, sds member) {
 static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
     dueWalk *w = ctx;
     if (w->seen == w->max || when > w->now) return 0;
-    sds member = sdsnewlen(m, len);
+    /* One allocation, which SREM / ZREM propagates as it is. */
+    robj *member = createStringObject((const char *)m, len);
     prefetchValueMember(w->o, m, len, 0);
-    sds half = w->ahead[(w->seen + DUE_AHEAD / 2) % DUE_AHEAD]; /* DUE_AHEAD / 2 entries back */
-    if (half) prefetchValueMember(w->o, (unsigned char *)half, sdslen(half), 1);
+    robj *half = w->ahead[(w->seen + DUE_AHEAD / 2) % DUE_AHEAD]; /* DUE_AHEAD / 2 entries back */
+    if (half) prefetchValueMember(w->o, objectGetVal(half), sdslen(objectGetVal(half)), 1);
     size_t slot = w->seen++ % DUE_AHEAD;
     if (w->ahead[slot]) removeDueMember(w, w->ahead[slot]);
     w->ahead[slot] = member;
@@ -297,10 +298,10 @@ static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long lo
 }
 
 /* Removes the key's members due at `now`, the front of its index, up to
- * max, handing each to fn (which takes the sds), then drops them from the
+ * max, handing each to fn (which takes the object), then drops them from the
  * index at once. The index is taken off the key meanwhile, so that
  * removing a member does not look its time up again. Returns how many. */
-static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, sds m), void *ctx) {
+static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
     robj *ttls = ttlIndex(o);
     dueWalk w = {.o = o, .now = now, .max = max, .fn = fn, .ctx = ctx};
     *ttlSlot(o) = NULL;
@@ -317,14 +318,14 @@ typedef struct dueBatch {
     int n;
 } dueBatch;
 
-static void collectDue(void *ctx, sds m) {
+static void collectDue(void *ctx, robj *m) {
     dueBatch *b = ctx;
-    b->members[b->n++] = createObject(OBJ_STRING, m);
+    b->members[b->n++] = m;
 }
 
-static void dropDue(void *ctx, sds m) {
+static void dropDue(void *ctx, robj *m) {
     UNUSED(ctx);
-    sdsfree(m);
+    decrRefCount(m);
 }
 
 /* SREM / ZREM key member... (n <= RECLAIM_BATCH). */

@@ -182,6 +182,16 @@ W8_LABEL = {
 }
 
 
+def load_tool(name):
+    """A tool of utils/bench as a module, its name with or without `.py`."""
+    import importlib.machinery as ilm
+    import importlib.util as ilu
+    loader = ilm.SourceFileLoader(name.replace("-", "_").removesuffix(".py"), str(Path(__file__).resolve().parent / name))
+    mod = ilu.module_from_spec(ilu.spec_from_loader(loader.name, loader))
+    loader.exec_module(mod)
+    return mod
+
+
 def log(msg):
     print(msg, flush=True)
 
@@ -822,10 +832,7 @@ class Bench:
     # -- W9: JSON documents with a TTL
 
     def w9(self):
-        import importlib.util as ilu
-        spec = ilu.spec_from_file_location("w9docs", Path(__file__).resolve().parent / "w9docs.py")
-        w9docs = ilu.module_from_spec(spec)
-        spec.loader.exec_module(w9docs)
+        w9docs = load_tool("w9docs.py")
         n = self.cfg["w9_n"]
         path = self.out / "w9.resp"
         total = 0
@@ -851,12 +858,8 @@ class Bench:
     # -- W10: members that expire (member-ttl-rounds, at the suite's sizes)
 
     def w10(self):
-        import importlib.machinery as ilm
-        import importlib.util as ilu
         import types
-        loader = ilm.SourceFileLoader("member_ttl_rounds", str(Path(__file__).resolve().parent / "member-ttl-rounds"))
-        mtr = ilu.module_from_spec(ilu.spec_from_loader("member_ttl_rounds", loader))
-        loader.exec_module(mtr)
+        mtr = load_tool("member-ttl-rounds")
         c = self.cfg
         mtr.tr.OURS = next(s.path for s in self.servers if s.name == "ours")
         mtr.tr.REF = next(s.path for s in self.servers if s.name == "reference")
