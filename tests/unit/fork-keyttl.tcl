@@ -21,6 +21,11 @@ source tests/helpers/fork-reference.tcl
 
 set ::kt_day 86400000
 
+# The tests flush with FLUSHALL SYNC: a lazy flush frees the last test's
+# objects in the background, and until it has, the tags their fields name
+# stay taken, which changes the field a new key's time gets (a run beside
+# other tests saw a fifth window take a freed tag: 48 bytes, not 56).
+
 # Times of the fields the tests make: within a day of now (short), in four
 # windows 20 days apart (each takes its own tag), and a fifth window.
 proc kt_window_time {i} {
@@ -67,7 +72,7 @@ proc kt_assert_usage {classbytes key} {
 
 start_server {tags {"fork" "expire"}} {
     test {A TTL of a day costs W2's key (16 bytes, 16-byte value) nothing (4-byte field)} {
-        r flushall
+        r flushall sync
         set v [string repeat x 16]
         # 8 bytes of header, key and value with sds5 headers (no header-size
         # byte): 44, and the 4 left in the 48-byte class hold a short field.
@@ -86,7 +91,7 @@ start_server {tags {"fork" "expire"}} {
     }
 
     test {A value that embeds beside a short field stays embedded with a TTL} {
-        r flushall
+        r flushall sync
         # 8 + key 1+13+1 + value 3+225+1 = 252 without a field: 260 with an
         # 8-byte one (past object.c's 256: a separate value), 256 with a
         # 4-byte one.
@@ -102,7 +107,7 @@ start_server {tags {"fork" "expire"}} {
     }
 
     test {Four windows take the four tags, a fifth takes the long form; every time is exact} {
-        r flushall
+        r flushall sync
         # 8 + key 1+12+1 + value 1+20+1 = 44: 48 with a short field, 56 with a long one.
         set v [string repeat x 20]
         set want {}
@@ -131,7 +136,7 @@ start_server {tags {"fork" "expire"}} {
     }
 
     test {A short field that cannot hold the new time moves to a long one, and still expires} {
-        r flushall
+        r flushall sync
         set v [string repeat y 20]
         for {set i 0} {$i < 4} {incr i} {
             r set hold:$i $v PXAT [kt_window_time $i]
@@ -158,7 +163,7 @@ start_server {tags {"fork" "expire"}} {
     }
 
     test {PEXPIREAT's whole range} {
-        r flushall
+        r flushall sync
         r set k v
         assert_equal 1 [r pexpireat k 9223372036854775807]
         assert_equal 9223372036854775807 [r pexpiretime k]
@@ -177,7 +182,7 @@ start_server {tags {"fork" "expire"}} {
     }
 
     test {DEBUG RELOAD, DUMP/RESTORE ABSTTL and an AOF rewrite keep every time} {
-        r flushall
+        r flushall sync
         kt_fill 3000
         set before [kt_times]
         set digest [r debug digest]
@@ -228,7 +233,7 @@ proc kt_count_volatile {} {
 
 start_server {tags {"fork" "expire"}} {
     test {Every path that gives or takes a TTL keeps the counts and marks exact} {
-        r flushall
+        r flushall sync
         set ops {set setex psetex expire pexpireat persist del unlink rename move copy getex getdel restore hash}
         for {set i 0} {$i < 6000} {incr i} {
             set k k:[randomInt 500]
@@ -277,7 +282,7 @@ start_server {tags {"fork" "expire"}} {
     } {} {needs:debug}
 
     test {Active expiry finds a few volatile keys among many persistent ones} {
-        r flushall
+        r flushall sync
         r debug populate 200000 persistent 10
         # Due 3 to 3.5 s from now: none before the count below, even on a
         # loaded machine.
@@ -298,7 +303,7 @@ start_server {tags {"fork" "expire"}} {
 
     test {Volatile eviction evicts only volatile keys} {
         foreach policy {volatile-lru volatile-lfu volatile-ttl volatile-random} {
-            r flushall
+            r flushall sync
             r config set maxmemory 0
             r debug populate 20000 persistent 100
             for {set i 0} {$i < 20000} {incr i} {
@@ -372,7 +377,7 @@ proc kt_save_to_dir {level} {
 foreach {from to} {fork reference reference fork} {
     fork_server $from {tags {"fork" "expire" "compat"}} {
         test "Volatile keys saved by the $from start the $to with the same times and digest" {
-            r flushall
+            r flushall sync
             # Four windows held first, so that some fields take the long form.
             for {set i 0} {$i < 4} {incr i} {
                 r set hold:$i v PXAT [kt_window_time $i]
@@ -403,7 +408,7 @@ proc kt_random_ttl_write {level} {
 }
 foreach {primary replica diskless} {reference fork no  fork reference yes} {
     fork_server $primary {tags {"fork" "expire" "compat" "repl"}} {
-        r flushall
+        r flushall sync
         for {set i 0} {$i < 4} {incr i} {
             r set hold:$i v PXAT [kt_window_time $i]
         }
