@@ -11,27 +11,34 @@
  * segments, and a directory of the hash's top bits points to the segments
  * (extendible hashing):
  *
- *   hpset { tag, count, dir[2^depth] }
+ *   hpset { tag, count, dir[2^depth], timed, earliest }
  *                        |  slot = segment pointer << 16 | homes << 6 | depth
  *                        +--> segment (a bucket's room of header, then buckets)
- *                             [count used homes depth moreBits ...]
+ *                             [earliest count used homes depth moreBits ...]
  *                             [bucket 0][bucket 1] ... [bucket homes-1]
  *                             [extra]                     (EXTRA, no home)
  *
  *   bucket: [meta][tag len bytes...][tag len bytes...] ... [free]
  *           meta = bytes of entries (7 bits) | OVERFLOWED (0x80)
- *   entry:  tag, [more:3 len:5], then the member's bytes (len <= INLINE_MAX);
- *           or tag, [more:3 OUT_OF_LINE], then an 8-byte pointer to
- *           [u32 len][bytes]
+ *   entry:  tag, [timed:1 more:2 len:5], then the member's bytes (len <=
+ *           INLINE_MAX) or, with len OUT_OF_LINE, an 8-byte pointer to
+ *           [u32 len][bytes]; then, if timed, its time less one in 6 bytes
+ *           (little-endian: times run from 1 to 2^48)
  *
  * A segment of local depth d holds the members whose hash has its d-bit
  * prefix; it is pointed to by the 2^(depth-d) directory slots of that
  * prefix. A member's tag is the next 8 bits of its hash, bits d to d+7, and
  * its home bucket is tag * homes / 256: buckets follow the hash's order.
- * The 3 bits after the tag ride in the len byte ("more"), of which the
+ * The 2 bits after the tag ride in the len byte ("more"), of which the
  * segment's first moreBits are right: a split takes its bit from the tag's
  * top and shifts the next one in from them, so it hashes no member again
  * while one is left.
+ *
+ * A member may carry a time (the server's expire time of a set member),
+ * which costs its entry 6 bytes. Each segment keeps a lower bound of its
+ * entries' times (earliest), and the set one of its segments': the members
+ * due at a time are found by reading only the segments whose bound has
+ * come (hpsDue), and a set whose bound has not come has none.
  * An insert goes to the first bucket from the home on with room for it,
  * and marks the buckets it passed OVERFLOWED; a lookup goes on past its
  * home only while buckets are marked (as upstream's "ever full" buckets).
@@ -48,6 +55,8 @@
  *   the aligned run of 2^(depth-d) slots of its prefix; atDepth counts the
  *   segments of depth `depth`.
  * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
+ * - timed counts the entries with a time; a segment's earliest is at most
+ *   every time it holds, and the set's at most every time.
  *
  * Growth: a segment past its load (MAX_LOAD and its kin) is rebuilt a size
  * class larger (two from WIDE_HOMES on, in a big set), placing entries by
@@ -100,7 +109,11 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define LEN_MASK 0x1f
 #define OUT_OF_LINE 0x1f /* The len code of an out-of-line member. */
 #define MORE_SHIFT 5
-#define MORE_BITS 3
+#define MORE_BITS 2
+#define MORE_MASK ((1u << MORE_BITS) - 1)
+#define TIMED 0x80     /* In the len byte: a time follows the member. */
+#define TIME_BYTES 6   /* A time of 1 .. 2^48, less one, little-endian. */
+#define NO_TIME UINT64_MAX /* A segment's or set's earliest with no time. */
 #define OOL_ENTRY (ENTRY_HEAD + sizeof(void *))
 #define MAX_PER_BUCKET 12
 #define EXTRA 1 /* Buckets past the last home, where a run may end. */
@@ -149,7 +162,8 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define MIN_LOAD 0.30
 
 typedef struct segment {
-    uint32_t count; /* Entries. */
+    uint64_t earliest; /* At most any time its entries hold (NO_TIME). */
+    uint32_t count;    /* Entries. */
     uint32_t used;  /* Bytes of entries. */
     uint16_t homes; /* Home buckets; EXTRA more follow. */
     uint8_t depth;
@@ -159,7 +173,7 @@ typedef struct segment {
      * set_loads[loads]; see takesOneMore. */
     uint32_t limit;
     uint8_t avg, loads;
-    uint8_t pad[BUCKET - 18];
+    uint8_t pad[BUCKET - 26];
 } segment;
 
 struct hpset {
@@ -167,12 +181,17 @@ struct hpset {
     uint64_t count;
     size_t bytes;
     uint64_t *dir; /* Slots: see slotFor. */
-    uint64_t segments;
-    uint64_t atDepth; /* Segments whose depth is the directory's. */
+    uint32_t segments;
+    uint32_t atDepth; /* Segments whose depth is the directory's. */
+    uint64_t timed;    /* Entries with a time. */
+    uint64_t earliest; /* At most any segment's earliest (NO_TIME). */
     uint8_t depth;
     uint8_t maxPer;
-    void *aux; /* The server's (hpsAux): carried, never read. */
+    uint8_t mark; /* The server's (hpsMark): carried, never read. */
 };
+
+_Static_assert(sizeof(segment) == BUCKET, "a segment's header is one bucket");
+_Static_assert(sizeof(hpset) == 64, "an hpset is a 64-byte size class");
 
 static uint8_t hash_seed[16];
 static int pages_shared = 0;
@@ -194,6 +213,8 @@ static inline unsigned moreOf(uint64_t h, unsigned depth) {
     return (unsigned)((h << (depth + TAG_BITS)) >> (64 - MORE_BITS));
 }
 static inline unsigned lenCode(const unsigned char *e) { return e[1] & LEN_MASK; }
+static inline unsigned moreCode(const unsigned char *e) { return (e[1] >> MORE_SHIFT) & MORE_MASK; }
+static inline int isTimed(const unsigned char *e) { return (e[1] & TIMED) != 0; }
 static inline unsigned homeOf(unsigned tag, unsigned homes) { return (tag * homes) >> TAG_BITS; }
 static inline size_t slotOf(const hpset *s, uint64_t h) { return s->depth ? h >> (64 - s->depth) : 0; }
 
@@ -207,12 +228,30 @@ static inline segment *slotSegment(uint64_t slot) { return (segment *)(uintptr_t
 static inline unsigned slotHomes(uint64_t slot) { return (slot >> 6) & 0x3ff; }
 static inline unsigned slotDepth(uint64_t slot) { return slot & 0x3f; }
 static inline segment *segAt(const hpset *s, size_t i) { return slotSegment(s->dir[i]); }
+static inline size_t payloadSize(const unsigned char *e) {
+    return lenCode(e) == OUT_OF_LINE ? sizeof(void *) : lenCode(e);
+}
 static inline size_t entrySize(const unsigned char *e) {
-    return ENTRY_HEAD + (lenCode(e) == OUT_OF_LINE ? sizeof(void *) : lenCode(e));
+    return ENTRY_HEAD + payloadSize(e) + (isTimed(e) ? TIME_BYTES : 0);
 }
 static inline size_t storedSize(size_t len) {
     return len <= INLINE_MAX ? ENTRY_HEAD + len : OOL_ENTRY;
 }
+
+/* A timed entry's time, 1 .. 2^48. */
+static inline uint64_t entryTime(const unsigned char *e) {
+    const unsigned char *p = e + ENTRY_HEAD + payloadSize(e);
+    uint64_t t = 0;
+    for (int i = TIME_BYTES - 1; i >= 0; i--) t = (t << 8) | p[i];
+    return t + 1;
+}
+
+static inline void putTime(unsigned char *p, uint64_t t) {
+    t--;
+    for (int i = 0; i < TIME_BYTES; i++, t >>= 8) p[i] = (unsigned char)t;
+}
+
+static inline uint64_t earlierOf(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
 static inline const unsigned char *oolBlock(const unsigned char *e) {
     const unsigned char *p;
@@ -281,6 +320,7 @@ static segment *segNew(hpset *s, unsigned homes, unsigned depth) {
     segment *g = countedAlloc(&s->bytes, segBytes(homes));
     assert(((uintptr_t)g >> 48) == 0);
     memset(g, 0, segBytes(homes));
+    g->earliest = NO_TIME;
     g->homes = homes;
     g->depth = depth;
     g->moreBits = MORE_BITS;
@@ -378,7 +418,7 @@ static moving *gather(const segment *g, moving *v) {
         for (unsigned p = 1; p < end; p += entrySize(b + p)) {
             v->e = b + p;
             v->tag = b[p];
-            v->more = b[p + 1] >> MORE_SHIFT;
+            v->more = (uint8_t)moreCode(b + p);
             v++;
         }
     }
@@ -393,6 +433,7 @@ static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsig
         segment *g = segNew(s, seg_homes[cls], depth);
         unsigned char entries[SEG_MAX_BUCKETS] = {0};
         unsigned homes = g->homes, total = segBuckets(g), maxPer = s->maxPer;
+        uint64_t earliest = NO_TIME;
         size_t i;
         g->moreBits = moreBits;
         for (i = 0; i < n; i++) {
@@ -409,13 +450,15 @@ static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsig
             unsigned char *to = b + 1 + (b[0] & META_USED);
             memcpy(to, e, es);
             to[0] = v[i].tag;
-            to[1] = (unsigned char)((e[1] & LEN_MASK) | (v[i].more << MORE_SHIFT));
+            to[1] = (unsigned char)((e[1] & (LEN_MASK | TIMED)) | (v[i].more << MORE_SHIFT));
+            if (isTimed(e)) earliest = earlierOf(earliest, entryTime(e));
             b[0] += es;
             if (++entries[j] > maxPer) maxPer = entries[j];
             g->used += es;
         }
         if (i == n) {
             g->count = n;
+            g->earliest = earliest;
             s->maxPer = maxPer;
             return g;
         }
@@ -632,6 +675,7 @@ static void shrink(hpset *s, size_t slot) {
 hpset *hpsCreate(uint64_t expected) {
     hpset *s = zcalloc(sizeof(*s));
     s->tag = HPSET_TAG;
+    s->earliest = NO_TIME;
     s->bytes = zmalloc_size(s);
     /* As many segments as the members expected need, each starting small:
      * growing in place moves entries but hashes none, where splits would
@@ -664,8 +708,8 @@ void hpsFree(hpset *s) {
     zfree(s);
 }
 
-void **hpsAux(hpset *s) {
-    return &s->aux;
+uint8_t *hpsMark(hpset *s) {
+    return &s->mark;
 }
 
 int hpsIsSet(const void *p) {
@@ -735,11 +779,43 @@ int hpsContains(const hpset *s, const unsigned char *m, size_t len) {
     return hpsContainsHashed(s, hpsHash(m, len), m, len);
 }
 
-int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
-    unsigned char e[OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX];
-    size_t es = storedSize(len);
+/* Notes time t (0: none) of an entry going into segment g. */
+static void noteTime(hpset *s, segment *g, uint64_t t) {
+    if (!t) return;
+    s->timed++;
+    g->earliest = earlierOf(g->earliest, t);
+    s->earliest = earlierOf(s->earliest, t);
+}
+
+/* Puts entry e of es bytes (its len byte's length code and TIMED flag set,
+ * any time after its payload) for hash h: into *room when an insert's
+ * probe found one, else from its home on, growing until it fits. */
+static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t es, unsigned char *room, unsigned entries,
+                     uint64_t t) {
+    for (;;) {
+        size_t slot = slotOf(s, h);
+        segment *g = segAt(s, slot);
+        if (takesOneMore(s, g, es)) {
+            e[0] = tagOf(h, g->depth);
+            e[1] = (unsigned char)((e[1] & (LEN_MASK | TIMED)) | (moreOf(h, g->depth) << MORE_SHIFT));
+            if (room || place(s, g, e, es)) {
+                if (room) putEntry(s, g, room, entries, e, es);
+                noteTime(s, g, t);
+                break;
+            }
+        }
+        room = NULL;
+        grow(s, slot, es);
+    }
+    s->count++;
+}
+
+static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+    unsigned char e[(OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_BYTES];
+    size_t es = storedSize(len) + (t ? TIME_BYTES : 0);
     unsigned char *room;
     unsigned entries = 0;
+    assert(t <= HPS_TIME_MAX);
     if (probe(s, h, m, len, NULL, es, &room, &entries)) return 0;
     if (len <= INLINE_MAX) {
         e[1] = (unsigned char)len;
@@ -753,47 +829,139 @@ int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
         e[1] = OUT_OF_LINE;
         memcpy(e + ENTRY_HEAD, &p, sizeof(p));
     }
-    for (;;) {
-        size_t slot = slotOf(s, h);
-        segment *g = segAt(s, slot);
-        if (takesOneMore(s, g, es)) {
-            e[0] = tagOf(h, g->depth);
-            e[1] = (unsigned char)((e[1] & LEN_MASK) | (moreOf(h, g->depth) << MORE_SHIFT));
-            if (room) {
-                putEntry(s, g, room, entries, e, es);
-                break;
-            }
-            if (place(s, g, e, es)) break;
-        }
-        room = NULL;
-        grow(s, slot, es);
+    if (t) {
+        e[1] |= TIMED;
+        putTime(e + ENTRY_HEAD + payloadSize(e), t);
     }
-    s->count++;
+    placeNew(s, h, e, es, room, entries, t);
     return 1;
 }
 
+int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) { return insertTimed(s, h, m, len, 0); }
+
+int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t) {
+    return insertTimed(s, hpsHash(m, len), m, len, t);
+}
+
 int hpsInsert(hpset *s, const unsigned char *m, size_t len) { return hpsInsertHashed(s, hpsHash(m, len), m, len); }
+
+/* Takes entry e's bytes out of bucket b of segment g; the member's block,
+ * if out of line, stays. */
+static void cutEntry(hpset *s, segment *g, unsigned char *b, unsigned char *e) {
+    size_t es = entrySize(e);
+    unsigned end = bucketEnd(b);
+    if (isTimed(e)) s->timed--;
+    memmove(e, e + es, (b + end) - (e + es));
+    b[0] -= es;
+    g->count--;
+    g->used -= es;
+    s->count--;
+}
 
 int hpsDeleteHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
     unsigned char *b;
     unsigned char *e = findEntry(s, h, m, len, &b);
     if (!e) return 0;
     size_t slot = slotOf(s, h);
-    segment *g = segAt(s, slot);
-    size_t es = entrySize(e);
     void *ool = lenCode(e) == OUT_OF_LINE ? (void *)oolBlock(e) : NULL;
-    unsigned end = bucketEnd(b);
-    memmove(e, e + es, (b + end) - (e + es));
-    b[0] -= es;
-    g->count--;
-    g->used -= es;
-    s->count--;
+    cutEntry(s, segAt(s, slot), b, e);
     countedFree(&s->bytes, ool);
     shrink(s, slot);
     return 1;
 }
 
 int hpsDelete(hpset *s, const unsigned char *m, size_t len) { return hpsDeleteHashed(s, hpsHash(m, len), m, len); }
+
+/* --- Times --- */
+
+int hpsTimeHashed(const hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t *t) {
+    const unsigned char *e = findEntry(s, h, m, len, NULL);
+    if (!e) return 0;
+    *t = isTimed(e) ? entryTime(e) : 0;
+    return 1;
+}
+
+/* A time changed in place, dropped (the bucket's later entries move up), or
+ * added where the bucket has room; else the entry moves, as an insert
+ * places it. */
+int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+    unsigned char *b;
+    unsigned char *e = findEntry(s, h, m, len, &b);
+    assert(t <= HPS_TIME_MAX);
+    if (!e) return 0;
+    segment *g = segAt(s, slotOf(s, h));
+    size_t ps = ENTRY_HEAD + payloadSize(e);
+    unsigned char *tp = e + ps, *end = b + bucketEnd(b);
+    if (isTimed(e) && t) {
+        putTime(tp, t);
+        s->timed--;
+        noteTime(s, g, t);
+    } else if (isTimed(e)) {
+        memmove(tp, tp + TIME_BYTES, end - (tp + TIME_BYTES));
+        e[1] &= ~TIMED;
+        b[0] -= TIME_BYTES;
+        g->used -= TIME_BYTES;
+        s->timed--;
+    } else if (t && (b[0] & META_USED) + TIME_BYTES <= BUCKET_ROOM) {
+        memmove(tp + TIME_BYTES, tp, end - tp);
+        putTime(tp, t);
+        e[1] |= TIMED;
+        b[0] += TIME_BYTES;
+        g->used += TIME_BYTES;
+        noteTime(s, g, t);
+    } else if (t) {
+        unsigned char ne[(OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_BYTES];
+        memcpy(ne, e, ps);
+        ne[1] |= TIMED;
+        putTime(ne + ps, t);
+        cutEntry(s, g, b, e);
+        placeNew(s, h, ne, ps + TIME_BYTES, NULL, 0, t);
+    }
+    return 1;
+}
+
+uint64_t hpsEarliest(const hpset *s) { return s->earliest == NO_TIME ? 0 : s->earliest; }
+uint64_t hpsTimedCount(const hpset *s) { return s->timed; }
+
+/* Segments whose earliest has come are read whole: the due entries go to
+ * fn, and the segment's earliest becomes the earliest of the others (the
+ * caller removes the due ones). A walk cut short by max leaves the set's
+ * earliest as it was; a whole one sets it to the segments' least. */
+size_t hpsDue(hpset *s, uint64_t now, size_t max, hpsDueFn fn, void *ctx) {
+    if (!s->timed || s->earliest > now) return 0;
+    size_t n = 0, slots = (size_t)1 << s->depth;
+    uint64_t earliest = NO_TIME;
+    for (size_t i = 0; i < slots;) {
+        segment *g = segAt(s, i);
+        if (g->earliest <= now) {
+            uint64_t next = NO_TIME;
+            unsigned total = segBuckets(g);
+            for (unsigned j = 0; j < total; j++) {
+                const unsigned char *b = bucketAt(g, j);
+                unsigned end = bucketEnd(b);
+                for (unsigned p = 1; p < end; p += entrySize(b + p)) {
+                    const unsigned char *e = b + p;
+                    if (!isTimed(e)) continue;
+                    uint64_t t = entryTime(e);
+                    if (t > now) {
+                        next = earlierOf(next, t);
+                        continue;
+                    }
+                    if (n == max) return n;
+                    size_t len;
+                    const unsigned char *m = entryMember(e, &len);
+                    fn(ctx, m, len, t);
+                    n++;
+                }
+            }
+            g->earliest = next;
+        }
+        earliest = earlierOf(earliest, g->earliest);
+        i += (size_t)1 << (s->depth - g->depth);
+    }
+    s->earliest = earliest;
+    return n;
+}
 
 /* --- Reading the whole set --- */
 
@@ -851,6 +1019,11 @@ void hpsIterInit(const hpset *s, hpsIter *it) {
 }
 
 int hpsIterNext(hpsIter *it, const unsigned char **m, size_t *len) {
+    uint64_t t;
+    return hpsIterNextTimed(it, m, len, &t);
+}
+
+int hpsIterNextTimed(hpsIter *it, const unsigned char **m, size_t *len, uint64_t *t) {
     const hpset *s = it->s;
     size_t slots = (size_t)1 << s->depth;
     while (it->slot < slots) {
@@ -859,6 +1032,7 @@ int hpsIterNext(hpsIter *it, const unsigned char **m, size_t *len) {
             const unsigned char *b = bucketAt(g, it->bucket);
             if (it->off < bucketEnd(b)) {
                 *m = entryMember(b + it->off, len);
+                *t = isTimed(b + it->off) ? entryTime(b + it->off) : 0;
                 it->off += entrySize(b + it->off);
                 return 1;
             }
@@ -992,7 +1166,7 @@ const char *hpsCheck(const hpset *s) {
     } while (0)
     if (s->tag != HPSET_TAG) FAIL("bad tag");
     size_t n = (size_t)1 << s->depth, bytes = zmalloc_size((void *)s) + zmalloc_size(s->dir);
-    uint64_t count = 0, segments = 0, atDepth = 0;
+    uint64_t count = 0, segments = 0, atDepth = 0, timed = 0;
     for (size_t i = 0; i < n;) {
         const segment *g = segAt(s, i);
         if (g->depth > s->depth) FAIL("segment deeper than the directory");
@@ -1023,12 +1197,19 @@ const char *hpsCheck(const hpset *s) {
                 if ((g->depth ? h >> (64 - g->depth) : 0) != prefix) FAIL("member outside its segment's prefix");
                 if (tagOf(h, g->depth) != e[0]) FAIL("stale tag");
                 unsigned keep = (1u << MORE_BITS) - (1u << (MORE_BITS - g->moreBits));
-                if (((moreOf(h, g->depth) ^ (e[1] >> MORE_SHIFT)) & keep) != 0) FAIL("stale hash bits after the tag");
+                if (((moreOf(h, g->depth) ^ moreCode(e)) & keep) != 0) FAIL("stale hash bits after the tag");
                 unsigned home = homeOf(e[0], g->homes);
                 if (home > j) FAIL("member before its home");
                 for (unsigned k = home; k < j; k++)
                     if (!(bucketAt(g, k)[0] & META_OVERFLOWED)) FAIL("run through a bucket not marked");
                 if (findEntry(s, h, m, len, NULL) != e) FAIL("member found elsewhere");
+                if (isTimed(e)) {
+                    uint64_t t = entryTime(e);
+                    if (t > HPS_TIME_MAX) FAIL("time out of range");
+                    if (t < g->earliest) FAIL("a time before its segment's earliest");
+                    if (t < s->earliest) FAIL("a time before the set's earliest");
+                    timed++;
+                }
                 entries++;
                 gused += entrySize(e);
             }
@@ -1042,6 +1223,7 @@ const char *hpsCheck(const hpset *s) {
     }
     if (count != s->count) FAIL("count %llu, members %llu", (unsigned long long)s->count, (unsigned long long)count);
     if (segments != s->segments) FAIL("segments wrong");
+    if (timed != s->timed) FAIL("timed %llu, counted %llu", (unsigned long long)s->timed, (unsigned long long)timed);
     if (atDepth != s->atDepth) FAIL("atDepth %llu, counted %llu", (unsigned long long)s->atDepth, (unsigned long long)atDepth);
     if (bytes != s->bytes) FAIL("bytes %zu, counted %zu", s->bytes, bytes);
     return NULL;

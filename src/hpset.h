@@ -27,10 +27,10 @@ uint64_t hpsHash(const unsigned char *m, size_t len);
 hpset *hpsCreate(uint64_t expected);
 void hpsFree(hpset *s);
 int hpsIsSet(const void *p);
-/* A pointer the server keeps with the set (its members' expire times,
- * t_member_ttl.c), NULL in a new set. The engine carries it through growth
- * and defrag and never reads or frees it. */
-void **hpsAux(hpset *s);
+/* A byte the server keeps with the set (whether its database tracks it
+ * for its members' times, t_member_ttl.c), 0 in a new set. The engine
+ * carries it and never reads it. */
+uint8_t *hpsMark(hpset *s);
 uint64_t hpsLength(const hpset *s);
 size_t hpsAllocSize(const hpset *s);
 
@@ -54,6 +54,23 @@ void hpsPrefetchSlot(const hpset *s, uint64_t hash);
  * *m points into the set, valid until the next write. */
 int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, size_t *len);
 
+/* Times: a member may carry one, 1 .. HPS_TIME_MAX (the server's expire
+ * times in Unix ms), stored beside it in its entry; 0 is none. A member's
+ * time stays through growth, splits, merges and defrag, and goes with it.
+ * hpsTimeHashed: 1 if m is a member, with *t its time or 0.
+ * hpsSetTimeHashed: sets (t 0: drops) a member's time; 0 if no member.
+ * hpsEarliest: at most the earliest time of any member (0: none).
+ * hpsDue: hands fn up to max members whose time is `now` or earlier, which
+ * the caller then removes (before any other write); *m lies in the set. */
+#define HPS_TIME_MAX (UINT64_C(1) << 48)
+int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t);
+int hpsTimeHashed(const hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t *t);
+int hpsSetTimeHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t);
+uint64_t hpsEarliest(const hpset *s);
+uint64_t hpsTimedCount(const hpset *s);
+typedef void (*hpsDueFn)(void *ctx, const unsigned char *m, size_t len, uint64_t t);
+size_t hpsDue(hpset *s, uint64_t now, size_t max, hpsDueFn fn, void *ctx);
+
 /* Every member once, in no order, while the set is not written. */
 typedef struct hpsIter {
     const hpset *s;
@@ -63,6 +80,7 @@ typedef struct hpsIter {
 
 void hpsIterInit(const hpset *s, hpsIter *it);
 int hpsIterNext(hpsIter *it, const unsigned char **m, size_t *len);
+int hpsIterNextTimed(hpsIter *it, const unsigned char **m, size_t *len, uint64_t *t);
 
 /* SSCAN: visits at least count members (all when fewer), in the order of
  * their hashes from cursor on (0 to start); returns the cursor to go on

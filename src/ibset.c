@@ -123,7 +123,6 @@ struct ibset {
     uint64_t *mins;    /* By page: its first block's base. */
     uint64_t *pcounts; /* By page: its members. */
     ibPage **pages;
-    void *aux; /* The server's (ibsAux): carried, never read. */
 };
 
 /* Scratch for re-encoding a block: every member of a full block and one
@@ -467,12 +466,7 @@ ibset *ibsCreate(void) {
     s->npages = s->pagecap = 0;
     s->mins = s->pcounts = NULL;
     s->pages = NULL;
-    s->aux = NULL;
     return s;
-}
-
-void **ibsAux(ibset *s) {
-    return &s->aux;
 }
 
 void ibsFree(ibset *s) {

@@ -30,8 +30,6 @@ typedef struct ibsCursor {
 ibset *ibsCreate(void);
 void ibsFree(ibset *s);
 int ibsIsSet(const void *p);
-/* As hpsAux: the server's pointer, NULL in a new set, never read here. */
-void **ibsAux(ibset *s);
 uint64_t ibsLength(const ibset *s);
 size_t ibsAllocSize(const ibset *s);
 

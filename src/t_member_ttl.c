@@ -95,13 +95,16 @@ static robj *sharedName(robj **o, const char *name) {
 
 /* --- The index --- */
 
-/* Where the key's engine keeps its index, or NULL for a key that cannot
- * have one (another type, a small form). */
+/* A big set: its times are in its engine (setBtreeMemberTime and kin). */
+static int bigSet(const robj *o) {
+    return o->type == OBJ_SET && o->encoding == OBJ_ENCODING_BTREE;
+}
+
+/* Where a sorted set's engine keeps its index, or NULL for a key that
+ * cannot have one (another type, a small form). */
 static robj **ttlSlot(robj *o) {
-    if (o->encoding != OBJ_ENCODING_BTREE) return NULL;
-    if (o->type == OBJ_SET) return setBtreeTtlSlot(objectGetVal(o));
-    if (o->type == OBJ_ZSET) return (robj **)zbtAux(objectGetVal(o));
-    return NULL;
+    if (o->encoding != OBJ_ENCODING_BTREE || o->type != OBJ_ZSET) return NULL;
+    return (robj **)zbtAux(objectGetVal(o));
 }
 
 static robj *ttlIndex(robj *o) {
@@ -117,13 +120,24 @@ zbt *memberTtlIndexTree(robj *o) {
 }
 
 bool objectHasVolatileMembers(robj *o) {
+    if (bigSet(o)) return setBtreeTimedCount(o) != 0;
     robj *ttls = ttlIndex(o);
     return ttls && zsetLength(ttls);
 }
 
+/* Whether the key is in its database's volatile items: a sorted set while
+ * it has an index, a set while its mark is set. */
+static int tracked(robj *o) {
+    if (bigSet(o)) {
+        uint8_t *mark = setBtreeMark(o);
+        return mark && *mark;
+    }
+    return ttlIndex(o) != NULL;
+}
+
 bool objectHasVolatileItems(robj *o) {
     if (o->type == OBJ_HASH) return hashTypeHasVolatileFields(o);
-    return ttlIndex(o) != NULL;
+    return tracked(o);
 }
 
 /* --- Members, whatever the key's type --- */
@@ -206,6 +220,8 @@ static int indexFirst(robj *ttls, sds *m, long long *when) {
 
 /* The member's expire time, or EXPIRY_NONE. */
 static long long memberExpire(robj *o, sds m) {
+    long long when;
+    if (bigSet(o)) return setBtreeMemberTime(o, m, sdslen(m), &when) ? when : EXPIRY_NONE;
     robj *ttls = ttlIndex(o);
     double score;
     if (!ttls || zsetScore(ttls, m, &score) == C_ERR) return EXPIRY_NONE;
@@ -221,6 +237,15 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
         else
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
+    if (bigSet(o)) {
+        serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when));
+        uint8_t *mark = setBtreeMark(o);
+        if (!*mark) {
+            *mark = 1;
+            dbTrackKeyWithVolatileItems(db, o);
+        }
+        return;
+    }
     robj **slot = ttlSlot(o);
     if (!*slot) {
         *slot = createZsetListpackObject();
@@ -232,12 +257,20 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
 
 /* Returns 1 if the member had an expire time. */
 static int persistMember(robj *o, sds m) {
+    long long when;
+    if (bigSet(o)) return setBtreeMemberTime(o, m, sdslen(m), &when) && setBtreeSetMemberTime(o, m, sdslen(m), -1);
     robj *ttls = ttlIndex(o);
     return ttls && zsetDel(ttls, m);
 }
 
 /* Frees an index left empty and takes the key out of the volatile items. */
 static void tidyIndex(serverDb *db, robj *o) {
+    if (bigSet(o)) {
+        if (!tracked(o) || setBtreeTimedCount(o)) return;
+        dbUntrackKeyWithVolatileItems(db, o);
+        *setBtreeMark(o) = 0;
+        return;
+    }
     robj *ttls = ttlIndex(o);
     if (!ttls || zsetLength(ttls)) return;
     dbUntrackKeyWithVolatileItems(db, o);
@@ -301,7 +334,37 @@ static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long lo
  * max, handing each to fn (which takes the object), then drops them from the
  * index at once. The index is taken off the key meanwhile, so that
  * removing a member does not look its time up again. Returns how many. */
+typedef struct dueList {
+    robj **v;
+    size_t n, cap;
+} dueList;
+
+static void collectSetDue(void *ctx, const unsigned char *m, size_t len, long long when) {
+    UNUSED(when);
+    dueList *l = ctx;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = zrealloc(l->v, l->cap * sizeof(robj *));
+    }
+    /* One allocation, which SREM propagates as it is. */
+    l->v[l->n++] = createStringObject((const char *)m, len);
+}
+
+/* A set's due members, found segment by segment in its engine, then
+ * removed. */
+static size_t removeSetDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
+    dueList l = {0};
+    setBtreeDue(o, now, max, collectSetDue, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        serverAssert(removeMember(o, objectGetVal(l.v[i])));
+        fn(ctx, l.v[i]);
+    }
+    zfree(l.v);
+    return l.n;
+}
+
 static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
+    if (bigSet(o)) return removeSetDue(o, now, max, fn, ctx);
     robj *ttls = ttlIndex(o);
     dueWalk w = {.o = o, .now = now, .max = max, .fn = fn, .ctx = ctx};
     *ttlSlot(o) = NULL;
@@ -375,6 +438,7 @@ static size_t reclaimDue(serverDb *db, robj *o, robj *keyobj, mstime_t now, unsi
 
 /* Earliest time of the key's index, LLONG_MAX without one. */
 static long long earliest(robj *o) {
+    if (bigSet(o)) return setBtreeEarliest(o);
     robj *ttls = ttlIndex(o);
     long long when;
     return ttls && indexFirst(ttls, NULL, &when) ? when : LLONG_MAX;
@@ -391,7 +455,7 @@ static robj *copyWithoutDue(robj *o, mstime_t now) {
 }
 
 robj *memberTtlOnLookup(serverDb *db, robj *key, robj *o, int lookup_flags, int expire_flags, int didx) {
-    if (!ttlIndex(o) || server.lazy_expire_disabled) return o;
+    if (!tracked(o) || server.lazy_expire_disabled) return o;
     mstime_t now = commandTimeSnapshot();
     if (earliest(o) > now) return o;
     expirationPolicy policy = getExpirationPolicyWithFlags(expire_flags);
@@ -435,8 +499,9 @@ static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx);
 sds memberTtlDebugInfo(sds s, robj *o) {
     robj *ttls = ttlIndex(o);
     long long when = earliest(o);
-    return sdscatfmt(s, "volatile_members:%U\r\nearliest_expire_ms:%I\r\nttl_index_bytes:%U\r\n",
-                     (unsigned long long)(ttls ? zsetLength(ttls) : 0), when == LLONG_MAX ? -1 : when,
+    unsigned long long n = bigSet(o) ? setBtreeTimedCount(o) : ttls ? zsetLength(ttls) : 0;
+    return sdscatfmt(s, "volatile_members:%U\r\nearliest_expire_ms:%I\r\nttl_index_bytes:%U\r\n", n,
+                     when == LLONG_MAX ? -1 : when,
                      (unsigned long long)memberTtlIndexAllocSize(ttls));
 }
 
@@ -453,8 +518,10 @@ static int checkTtlEntry(void *ctx, const unsigned char *m, size_t len, long lon
         cc->err = "an expire time for no member";
     else if (when < 0 || when > TTL_MAX_MS)
         cc->err = "an expire time out of range";
-    else if (when < cc->prev)
+    else if (cc->o->type == OBJ_ZSET && when < cc->prev)
         cc->err = "expire times out of order";
+    else if (when < earliest(cc->o))
+        cc->err = "an expire time before the key's earliest";
     sdsfree(member);
     cc->prev = when;
     return cc->err == NULL;
@@ -1074,6 +1141,7 @@ static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx) {
 }
 
 static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
+    if (bigSet(o)) return setBtreeForEachTime(o, fn, ctx);
     robj *ttls = ttlIndex(o);
     return ttls ? forEachEntry(ttls, fn, ctx) : 1;
 }
@@ -1100,7 +1168,7 @@ static int saveTtlEntry(void *ctx, const unsigned char *m, size_t len, long long
 ssize_t memberTtlRdbSave(rio *rdb, robj *o) {
     robj *ttls = ttlIndex(o);
     rdbSaveCtx sc = {rdb, 0};
-    int n = rdbSaveLen(rdb, ttls ? zsetLength(ttls) : 0);
+    int n = rdbSaveLen(rdb, bigSet(o) ? setBtreeTimedCount(o) : ttls ? zsetLength(ttls) : 0);
     if (n == -1) return -1;
     sc.written = n;
     return forEachTtl(o, saveTtlEntry, &sc) ? sc.written : -1;
@@ -1120,14 +1188,19 @@ int memberTtlRdbLoad(rio *rdb, robj *o) {
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
     robj **slot = ttlSlot(o);
-    *slot = createZsetListpackObject();
+    if (slot) *slot = createZsetListpackObject();
     for (uint64_t i = 0; i < n; i++) {
         sds m = rdbGenericLoadStringObject(rdb, RDB_LOAD_SDS, NULL);
         if (!m) return C_ERR;
-        long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION);
+        long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION), had;
         int out = 0;
-        int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS && isMember(o, m) &&
-                 zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
+        int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS && isMember(o, m);
+        if (ok && slot) {
+            ok = zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
+        } else if (ok) {
+            ok = !setBtreeMemberTime(o, m, sdslen(m), &had) && setBtreeSetMemberTime(o, m, sdslen(m), when);
+            *setBtreeMark(o) = 1;
+        }
         sdsfree(m);
         if (!ok) return C_ERR;
     }
@@ -1141,9 +1214,17 @@ typedef struct aofCtx {
     const unsigned char *m[AOF_REWRITE_ITEMS_PER_CMD];
     size_t len[AOF_REWRITE_ITEMS_PER_CMD];
     unsigned char shortm[AOF_REWRITE_ITEMS_PER_CMD][LONG_STR_SIZE];
+    sds owned[AOF_REWRITE_ITEMS_PER_CMD]; /* Copies of a set's longer members. */
     long long when;
-    int n;
+    int n, copy;
 } aofCtx;
+
+static void dropCopies(aofCtx *a) {
+    for (int i = 0; i < a->n; i++) {
+        sdsfree(a->owned[i]);
+        a->owned[i] = NULL;
+    }
+}
 
 /* ?PEXPIREAT key when MEMBERS n member... for a run of equal times. */
 static int flushAof(aofCtx *a) {
@@ -1154,6 +1235,7 @@ static int flushAof(aofCtx *a) {
         return 0;
     for (int i = 0; i < a->n; i++)
         if (!rioWriteBulkString(a->r, (const char *)a->m[i], a->len[i])) return 0;
+    dropCopies(a);
     a->n = 0;
     return 1;
 }
@@ -1161,12 +1243,16 @@ static int flushAof(aofCtx *a) {
 static int aofTtlEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
     aofCtx *a = ctx;
     if (a->n && (when != a->when || a->n == AOF_REWRITE_ITEMS_PER_CMD) && !flushAof(a)) return 0;
-    /* A longer member lies in the index, unchanged until the flush; a
-     * short one may be an integer decoded into a buffer the next entry
-     * reuses, so it is copied. */
+    /* A sorted set's longer member lies in the index, unchanged until the
+     * flush; a short one may be an integer decoded into a buffer the next
+     * entry reuses, and a set's member may be unpacked into one, so they
+     * are copied. */
     if (len <= LONG_STR_SIZE) {
         memcpy(a->shortm[a->n], m, len);
         m = a->shortm[a->n];
+    } else if (a->copy) {
+        a->owned[a->n] = sdsnewlen(m, len);
+        m = (const unsigned char *)a->owned[a->n];
     }
     a->when = when;
     a->m[a->n] = m;
@@ -1179,6 +1265,8 @@ static int aofTtlEntry(void *ctx, const unsigned char *m, size_t len, long long 
  * Returns 0 on a write error. */
 int memberTtlRewriteAof(rio *r, robj *key, robj *o) {
     if (!objectHasVolatileMembers(o)) return 1;
-    aofCtx a = {.r = r, .key = key, .k = kindOf(o)};
-    return forEachTtl(o, aofTtlEntry, &a) && flushAof(&a);
+    aofCtx a = {.r = r, .key = key, .k = kindOf(o), .copy = bigSet(o)};
+    int ok = forEachTtl(o, aofTtlEntry, &a) && flushAof(&a);
+    dropCopies(&a);
+    return ok;
 }

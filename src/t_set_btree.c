@@ -61,13 +61,7 @@ robj *createSetBtreeObject(void) {
     return o;
 }
 
-/* The members' expire times (t_member_ttl.c), which either form carries. */
-robj **setBtreeTtlSlot(void *v) {
-    return (robj **)(ibsIsSet(v) ? ibsAux(v) : hpsAux(v));
-}
-
 void setBtreeFree(void *v) {
-    memberTtlIndexFree(*setBtreeTtlSlot(v));
     if (ibsIsSet(v))
         ibsFree(v);
     else
@@ -75,8 +69,7 @@ void setBtreeFree(void *v) {
 }
 
 size_t setBtreeAllocSize(const void *v) {
-    size_t bytes = memberTtlIndexAllocSize(*setBtreeTtlSlot((void *)v));
-    return bytes + (ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v));
+    return ibsIsSet(v) ? ibsAllocSize(v) : hpsAllocSize(v);
 }
 
 /* The integer form to the string form, for good, sized for `expected`
@@ -86,7 +79,6 @@ static hpset *stringsFromSet(robj *setobj, unsigned long expected);
 static void moveToStrings(robj *set, unsigned long expected) {
     hpset *t = stringsFromSet(set, expected);
     serverAssert(t); /* a set has no repeats */
-    *hpsAux(t) = *ibsAux(objectGetVal(set));
     ibsFree(objectGetVal(set));
     objectSetVal(set, t);
 }
@@ -138,10 +130,6 @@ int setBtreeAdd(robj *set, const char *m, size_t len) {
 /* The member may come from this set's own buckets (SPOP's iterations): the
  * engine reads it before the entry goes. */
 int setBtreeRemove(robj *set, const char *m, size_t len) {
-    /* The expire time goes first: m may lie in the set's own buckets. A
-     * member the set lacks has none. */
-    robj *ttls = *setBtreeTtlSlot(objectGetVal(set));
-    if (ttls) memberTtlIndexForget(ttls, m, len);
     if (isIntegers(set)) {
         long long v;
         return string2ll(m, len, &v) && ibsDelete(objectGetVal(set), v);
@@ -453,16 +441,114 @@ void *setBtreeDup(const void *v) {
         hpsIter it;
         const unsigned char *e;
         size_t elen;
+        uint64_t t;
         hpsIterInit(v, &it);
-        while (hpsIterNext(&it, &e, &elen)) serverAssert(hpsInsert(copy, e, elen));
+        while (hpsIterNextTimed(&it, &e, &elen, &t)) serverAssert(hpsInsertTimed(copy, e, elen, t));
+        *hpsMark(copy) = *hpsMark((hpset *)v);
     } else {
         copy = ibsCreate();
         ibsCursor c;
         for (int more = ibsFirst(v, &c); more; more = ibsNext(&c)) serverAssert(ibsAppend(copy, c.value));
     }
-    robj *ttls = *setBtreeTtlSlot((void *)v);
-    if (ttls) *setBtreeTtlSlot(copy) = zsetDup(ttls);
     return copy;
+}
+
+/* --- Members' expire times (t_member_ttl.c) ---
+ *
+ * The string form keeps a member's time beside it in its entry (hpset.c);
+ * a set of integers moves to it when a member first gets one. The engine's
+ * times run from 1 ms: a time of 0, long past, is kept as 1. */
+
+static hpset *stringsOf(robj *set) {
+    return isIntegers(set) ? NULL : objectGetVal(set);
+}
+
+/* 1 with *when set if the member has a time, else 0. */
+int setBtreeMemberTime(robj *set, const char *m, size_t len, long long *when) {
+    hpset *hs = stringsOf(set);
+    if (!hs || !hpsTimedCount(hs)) return 0;
+    storedMember s;
+    uint64_t t = 0;
+    storeMember(&s, m, len);
+    hpsTimeHashed(hs, s.hash, s.p, s.len, &t);
+    storedMemberDone(&s);
+    if (t) *when = (long long)t;
+    return t != 0;
+}
+
+/* Gives a member a time (when < 0: takes it away). Returns 0 if it is no
+ * member. */
+int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when) {
+    if (when >= 0 && isIntegers(set)) moveToStrings(set, 0);
+    hpset *hs = stringsOf(set);
+    if (!hs) return setBtreeIsMember(set, m, len);
+    storedMember s;
+    storeMember(&s, m, len);
+    int found = hpsSetTimeHashed(hs, s.hash, s.p, s.len, when < 0 ? 0 : when ? (uint64_t)when : 1);
+    storedMemberDone(&s);
+    return found;
+}
+
+unsigned long setBtreeTimedCount(robj *set) {
+    hpset *hs = stringsOf(set);
+    return hs ? hpsTimedCount(hs) : 0;
+}
+
+/* At most the earliest time of a member, LLONG_MAX with none. */
+long long setBtreeEarliest(robj *set) {
+    hpset *hs = stringsOf(set);
+    uint64_t t = hs ? hpsEarliest(hs) : 0;
+    return t ? (long long)t : LLONG_MAX;
+}
+
+/* The server's mark (whether the database tracks the set for its times);
+ * NULL for a set of integers, which has no time. */
+uint8_t *setBtreeMark(robj *set) {
+    hpset *hs = stringsOf(set);
+    return hs ? hpsMark(hs) : NULL;
+}
+
+typedef struct timedVisit {
+    setBtreeTimeFn fn;
+    void *ctx;
+    unsigned char buf[SPK_DEC_BUF];
+} timedVisit;
+
+static void visitDue(void *ctx, const unsigned char *e, size_t elen, uint64_t t) {
+    timedVisit *tv = ctx;
+    const unsigned char *m;
+    size_t len = spkDecode(e, elen, tv->buf, &m);
+    tv->fn(tv->ctx, m, len, (long long)t);
+}
+
+/* Hands fn up to max members whose time is `now` or earlier (each
+ * unpacked into a buffer the next one reuses), which the caller removes
+ * before any other write to the set. Returns how many. */
+size_t setBtreeDue(robj *set, long long now, size_t max, setBtreeTimeFn fn, void *ctx) {
+    hpset *hs = stringsOf(set);
+    if (!hs || now < 1) return 0;
+    timedVisit tv = {.fn = fn, .ctx = ctx};
+    return hpsDue(hs, (uint64_t)now, max, visitDue, &tv);
+}
+
+/* Calls fn on each member with a time, in no order (the member unpacked
+ * into a buffer the next one reuses), until fn returns 0; returns 0 then. */
+int setBtreeForEachTime(robj *set, int (*fn)(void *ctx, const unsigned char *m, size_t len, long long when),
+                        void *ctx) {
+    hpset *hs = stringsOf(set);
+    if (!hs || !hpsTimedCount(hs)) return 1;
+    unsigned char buf[SPK_DEC_BUF];
+    hpsIter it;
+    const unsigned char *e, *m;
+    size_t elen;
+    uint64_t t;
+    hpsIterInit(hs, &it);
+    while (hpsIterNextTimed(&it, &e, &elen, &t)) {
+        if (!t) continue;
+        size_t len = spkDecode(e, elen, buf, &m);
+        if (!fn(ctx, m, len, (long long)t)) return 0;
+    }
+    return 1;
 }
 
 /* SSCAN of the integer form: members ascending from the cursor's integer.

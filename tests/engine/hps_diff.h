@@ -19,6 +19,8 @@
  * small pool, so that inserts meet members already there. A defrag in
  * steps runs across the other operations, and the pages are now and then
  * marked shared (a fork child), when deletes must rebuild nothing.
+ * Members get, change and lose times against a clock the run moves, and
+ * the members due are taken out (hpsDue) as the server's expiry does.
  *
  * hpdStep() returns NULL, or what differed; the caller runs hpsCheck().
  */
@@ -43,6 +45,7 @@
 typedef struct hpdMember {
     uint8_t len;
     unsigned char b[HPD_MAX_LEN];
+    uint64_t t; /* its time, 0 for none */
 } hpdMember;
 
 typedef struct hpdModel {
@@ -90,6 +93,7 @@ static int hpdAdd(hpdModel *md, const unsigned char *m, size_t len) {
         md->v = realloc(md->v, md->cap * sizeof(*md->v));
     }
     md->v[md->n].len = (uint8_t)len;
+    md->v[md->n].t = 0;
     memcpy(md->v[md->n].b, m, len);
     md->slots[i] = (uint32_t)++md->n;
     return 1;
@@ -120,6 +124,13 @@ static int hpdDel(hpdModel *md, const unsigned char *m, size_t len) {
         md->slots[hpdSlot(md, md->v[k].b, md->v[k].len)] = (uint32_t)k + 1;
     }
     return 1;
+}
+
+/* The model's entry for m, or NULL. */
+static hpdMember *hpdFind(hpdModel *md, const unsigned char *m, size_t len) {
+    if (!md->slotCount) return NULL;
+    uint32_t k = md->slots[hpdSlot(md, m, len)];
+    return k ? &md->v[k - 1] : NULL;
 }
 
 static void hpdModelFree(hpdModel *md) {
@@ -156,6 +167,7 @@ typedef struct hpdState {
     uint64_t defragAt;  /* to go on from here. */
     int shared;         /* The pages are marked shared. */
     uint64_t rngState;  /* hpsRandom's bits */
+    uint64_t now;       /* The clock of members' times. */
     /* A scan under way: its cursor, the members present since it began
      * (flags by model index would move; names are kept instead). */
     int scanning;
@@ -163,7 +175,7 @@ typedef struct hpdState {
     hpdModel scanWant;  /* present at the start and not deleted since */
     hpdModel scanSeen;  /* returned so far */
     /* What the run reached, to report. */
-    unsigned long most, scans, randoms, defrags, dismissed, longest;
+    unsigned long most, scans, randoms, defrags, dismissed, longest, timed, due;
 } hpdState;
 
 static const char *hpdFail(hpdState *st, const char *what, long long a, long long b) {
@@ -243,12 +255,15 @@ static const char *hpdIterate(hpdState *st) {
     hpsIter it;
     const unsigned char *m;
     size_t len, n = 0;
+    uint64_t t;
     hpsIterInit(st->s, &it);
-    while (hpsIterNext(&it, &m, &len)) {
+    while (hpsIterNextTimed(&it, &m, &len, &t)) {
         n++;
-        if (!hpdHas(&st->md, m, len)) {
+        hpdMember *e = hpdFind(&st->md, m, len);
+        if (!e || e->t != t) {
             hpdModelFree(&seen);
-            return hpdFail(st, "iterate: a member the model lacks", (long long)len, 0);
+            return hpdFail(st, e ? "iterate: a time the model lacks" : "iterate: a member the model lacks",
+                           (long long)t, e ? (long long)e->t : 0);
         }
         if (!hpdAdd(&seen, m, len)) {
             hpdModelFree(&seen);
@@ -287,6 +302,86 @@ static const char *hpdScanStep(hpdState *st, hpdReader *r) {
     }
     st->scanning = 0;
     st->scans++;
+    return NULL;
+}
+
+/* A time near the clock: due already, soon, later, or the last one. */
+static uint64_t hpdTimeOf(hpdState *st, hpdReader *r) {
+    uint8_t b = hpdByte(r);
+    if (b < 8) return HPS_TIME_MAX;
+    uint64_t t = st->now + (b & 0x3f) * 4;
+    return b < 48 && t > 100 ? t - 100 : t;
+}
+
+typedef struct hpdDueCtx {
+    hpdState *st;
+    hpdModel got;
+    const char *err;
+} hpdDueCtx;
+
+static void hpdDueVisit(void *ctx, const unsigned char *m, size_t len, uint64_t t) {
+    hpdDueCtx *d = ctx;
+    hpdMember *e = hpdFind(&d->st->md, m, len);
+    if (d->err) return;
+    if (!e) d->err = "due: a member the model lacks";
+    else if (e->t != t) d->err = "due: a time the model lacks";
+    else if (!t || t > d->st->now) d->err = "due: a member not due";
+    else if (!hpdAdd(&d->got, m, len)) d->err = "due: a member twice";
+}
+
+/* Times: set, dropped, added with a member, read; or the clock moves on
+ * and the members due are taken out, as many as a max allows. */
+static const char *hpdTimes(hpdState *st, hpdReader *r, uint8_t b) {
+    hpdModel *md = &st->md;
+    unsigned char m[HPD_MAX_LEN];
+    size_t len = hpdMemberOf(r, md, m);
+    hpdMember *e = hpdFind(md, m, len);
+    if (b < 100) { /* set or drop a time; a new member comes with one */
+        uint64_t t = hpdByte(r) < 64 ? 0 : hpdTimeOf(st, r);
+        if (!e && t) {
+            HPD_EXPECT(hpsInsertTimed(st->s, m, len, t), "timed insert", 0, 1);
+            hpdAdd(md, m, len);
+            hpdFind(md, m, len)->t = t;
+            st->timed++;
+            return NULL;
+        }
+        int ret = hpsSetTimeHashed(st->s, hpsHash(m, len), m, len, t);
+        HPD_EXPECT(ret == (e != NULL), "set time", ret, e != NULL);
+        if (e) e->t = t;
+        st->timed++;
+        return NULL;
+    }
+    if (b < 150) { /* read a time */
+        uint64_t t = 12345;
+        int ret = hpsTimeHashed(st->s, hpsHash(m, len), m, len, &t);
+        HPD_EXPECT(ret == (e != NULL), "time: found", ret, e != NULL);
+        if (e) HPD_EXPECT(t == e->t, "time", t, e->t);
+        return NULL;
+    }
+    st->now += hpdByte(r) % 64;
+    static const size_t maxes[] = {1, 3, 50, SIZE_MAX};
+    size_t max = maxes[hpdByte(r) % 4], want = 0;
+    for (size_t k = 0; k < md->n; k++) want += md->v[k].t && md->v[k].t <= st->now;
+    uint64_t least = UINT64_MAX;
+    for (size_t k = 0; k < md->n; k++)
+        if (md->v[k].t && md->v[k].t < least) least = md->v[k].t;
+    HPD_EXPECT(hpsEarliest(st->s) <= (least == UINT64_MAX ? hpsEarliest(st->s) : least), "earliest after a time",
+               hpsEarliest(st->s), least);
+    hpdDueCtx d = {st, {0}, NULL};
+    size_t n = hpsDue(st->s, st->now, max, hpdDueVisit, &d);
+    if (!d.err && n != d.got.n) d.err = "due: the count returned";
+    if (!d.err && n != (want < max ? want : max)) d.err = "due: not every due member";
+    for (size_t k = 0; !d.err && k < d.got.n; k++) {
+        HPD_EXPECT(hpsDelete(st->s, d.got.v[k].b, d.got.v[k].len), "due: delete", 0, 1);
+        hpdDel(md, d.got.v[k].b, d.got.v[k].len);
+        hpdDel(&st->scanWant, d.got.v[k].b, d.got.v[k].len);
+    }
+    st->due += d.got.n;
+    hpdModelFree(&d.got);
+    if (d.err) return hpdFail(st, d.err, n, want);
+    size_t timed = 0;
+    for (size_t k = 0; k < md->n; k++) timed += md->v[k].t != 0;
+    HPD_EXPECT(hpsTimedCount(st->s) == timed, "timed members", hpsTimedCount(st->s), timed);
     return NULL;
 }
 
@@ -398,9 +493,14 @@ static const char *hpdStep(hpdState *st, hpdReader *r) {
         }
         break;
     }
-    case 14: /* the whole set, now and then */
-        if (hpdByte(r) < 16) err = hpdIterate(st);
+    case 14: { /* the whole set now and then, else times */
+        uint8_t b = hpdByte(r);
+        if (b < 16)
+            err = hpdIterate(st);
+        else if (b < 216)
+            err = hpdTimes(st, r, b - 16);
         break;
+    }
     default: { /* a new set, sized for what is expected, filled */
         if (hpdByte(r) >= 8) break;
         size_t n = (size_t)hpdByte(r) * 16;
@@ -426,6 +526,7 @@ static void hpdInit(hpdState *st) {
     memset(st, 0, sizeof(*st));
     st->s = hpsCreate(0);
     st->rngState = 42;
+    st->now = 1000;
 }
 
 static void hpdFree(hpdState *st) {

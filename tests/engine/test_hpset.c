@@ -42,10 +42,11 @@ static size_t nameOf(unsigned char *m, uint64_t i, size_t len) {
     return len;
 }
 
-static void checked(const hpset *s) {
+static void checkedAt(const hpset *s, int line) {
     const char *err = hpsCheck(s);
-    if (err) fail_msg("hpsCheck: %s", err);
+    if (err) fail_msg("hpsCheck (line %d): %s", line, err);
 }
+#define checked(s) checkedAt(s, __LINE__)
 
 static void test_lengths(void **state) {
     (void)state;
@@ -108,6 +109,91 @@ static void test_grow_and_shrink(void **state) {
     hpsGetStats(s, &st);
     assert_true(st.segments <= 2);
     assert_true(hpsAllocSize(s) < 4096);
+    hpsFree(s);
+}
+
+/* Times: on members of every length (inline at each size, out of line),
+ * at the range's ends; added in place, in a full bucket (the entry moves),
+ * changed and dropped; kept through growth and splits of 200,000 timed
+ * members; the due ones found at a time and only those. */
+typedef struct dueSeen {
+    uint64_t n, now, bad;
+    unsigned char first[10][24]; /* The first ten, to remove. */
+    size_t len[10];
+} dueSeen;
+
+static void countDue(void *ctx, const unsigned char *m, size_t len, uint64_t t) {
+    dueSeen *d = ctx;
+    if (d->n < 10 && len <= 24) {
+        memcpy(d->first[d->n], m, len);
+        d->len[d->n] = len;
+    }
+    d->n++;
+    if (!t || t > d->now) d->bad++;
+}
+
+static void test_times(void **state) {
+    (void)state;
+    hpset *s = hpsCreate(0);
+    unsigned char m[300];
+    uint64_t t;
+    for (size_t len = 0; len <= 300; len++) {
+        memset(m, 'y', len);
+        if (len) m[len - 1] = (unsigned char)len;
+        assert_int_equal(hpsInsert(s, m, len), 1);
+        assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, len % 2 ? HPS_TIME_MAX : len + 1), 1);
+    }
+    checked(s);
+    assert_int_equal(hpsTimedCount(s), 301);
+    assert_int_equal(hpsEarliest(s), 1);
+    for (size_t len = 0; len <= 300; len++) {
+        memset(m, 'y', len);
+        if (len) m[len - 1] = (unsigned char)len;
+        assert_int_equal(hpsTimeHashed(s, hpsHash(m, len), m, len, &t), 1);
+        assert_int_equal(t, len % 2 ? HPS_TIME_MAX : len + 1);
+        if (len % 3 == 0) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 0), 1);
+        if (len % 3 == 1) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 7), 1);
+    }
+    checked(s);
+    assert_int_equal(hpsTimedCount(s), 200);
+    m[0] = 'z';
+    assert_int_equal(hpsTimeHashed(s, hpsHash(m, 5), m, 5, &t), 0);
+    assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, 5), m, 5, 9), 0);
+    hpsFree(s);
+
+    /* 200,000 members, a time on every other one, added as the set grows. */
+    s = hpsCreate(0);
+    const uint64_t n = 200000;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = nameOf(m, i, 19);
+        if (i % 2)
+            assert_int_equal(hpsInsertTimed(s, m, len, 1000 + i), 1);
+        else
+            assert_int_equal(hpsInsert(s, m, len), 1);
+        if ((i & (i + 1)) == 0 && i > 64) checked(s);
+    }
+    checked(s);
+    assert_int_equal(hpsTimedCount(s), n / 2);
+    for (uint64_t i = 0; i < n; i += 7) {
+        size_t len = nameOf(m, i, 19);
+        assert_int_equal(hpsTimeHashed(s, hpsHash(m, len), m, len, &t), 1);
+        assert_int_equal(t, i % 2 ? 1000 + i : 0);
+    }
+    /* Nothing is due before the first time; at 1000 + n / 2, the first
+     * half's odd members are, a few at a time or all. */
+    dueSeen d = {0, 1000, 0};
+    assert_int_equal(hpsDue(s, 1000, SIZE_MAX, countDue, &d), 0);
+    d.now = 1000 + n / 2;
+    assert_int_equal(hpsDue(s, d.now, 10, countDue, &d), 10);
+    for (int k = 0; k < 10; k++) assert_int_equal(hpsDelete(s, d.first[k], d.len[k]), 1);
+    d.n = 0;
+    assert_int_equal(hpsDue(s, d.now, SIZE_MAX, countDue, &d), n / 4 - 10);
+    assert_int_equal(d.bad, 0);
+    for (uint64_t i = 1; i < n / 2; i += 2) hpsDelete(s, m, nameOf(m, i, 19));
+    assert_int_equal(hpsLength(s), n - n / 4);
+    checked(s);
+    assert_true(hpsEarliest(s) > d.now);
+    assert_int_equal(hpsTimedCount(s), n / 4);
     hpsFree(s);
 }
 
@@ -206,17 +292,16 @@ static void test_scan_guarantee(void **state) {
 static void test_defrag_and_dismiss(void **state) {
     (void)state;
     hpset *s = hpsCreate(0);
-    /* The server's pointer (hpsAux) rides through growth, splits and a
+    /* The server's mark (hpsMark) rides through growth, splits and a
      * move of the struct. */
-    static int aux;
-    assert_null(*hpsAux(s));
-    *hpsAux(s) = &aux;
+    assert_int_equal(*hpsMark(s), 0);
+    *hpsMark(s) = 7;
     unsigned char m[64];
     for (uint64_t i = 0; i < 50000; i++) hpsInsert(s, m, nameOf(m, i, i % 3 ? 19 : 40));
     size_t bytes = hpsAllocSize(s);
     hpset *moved = hpsDefragShell(s, hpdMove);
     if (moved) s = moved;
-    assert_ptr_equal(*hpsAux(s), &aux);
+    assert_int_equal(*hpsMark(s), 7);
     uint64_t at = 0;
     do at = hpsDefragSegments(s, at, 5, hpdMove);
     while (at);
@@ -321,8 +406,9 @@ static void test_differential(void **state) {
         if (!err && (st.md.n < 1000 || st.ops % (st.md.n < 10000 ? 64 : 1024) == 0)) err = hpsCheck(st.s);
     }
     if (!err) err = hpdFull(&st);
-    printf("      %lu operations; at most %lu members; %lu scans, %lu random members, %lu defrags, %lu dismisses\n",
-           st.ops, st.most, st.scans, st.randoms, st.defrags, st.dismissed);
+    printf("      %lu operations; at most %lu members; %lu scans, %lu random members, %lu defrags, %lu dismisses, "
+           "%lu times set, %lu members due\n",
+           st.ops, st.most, st.scans, st.randoms, st.defrags, st.dismissed, st.timed, st.due);
     if (err) fail_msg("%s", err);
     hpdFree(&st);
     free(bytes);
@@ -335,7 +421,8 @@ int main(void) {
         cmocka_unit_test(test_lengths),          cmocka_unit_test(test_grow_and_shrink),
         cmocka_unit_test(test_random_uniform),   cmocka_unit_test(test_scan_guarantee),
         cmocka_unit_test(test_defrag_and_dismiss), cmocka_unit_test(test_pages_shared),
-        cmocka_unit_test(test_presized),         cmocka_unit_test(test_random_sparse),         cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_presized),         cmocka_unit_test(test_random_sparse),
+        cmocka_unit_test(test_times),            cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
