@@ -14,7 +14,7 @@
  *   hpset { tag, count, dir[2^depth], timed, earliest }
  *                        |  slot = segment pointer << 16 | homes << 6 | depth
  *                        +--> segment (a bucket's room of header, then buckets)
- *                             [earliest count used homes depth moreBits ...]
+ *                             [earliest base count used homes depth moreBits ...]
  *                             [bucket 0][bucket 1] ... [bucket homes-1]
  *                             [extra]                     (EXTRA, no home)
  *
@@ -22,8 +22,8 @@
  *           meta = bytes of entries (7 bits) | OVERFLOWED (0x80)
  *   entry:  tag, [timed:1 more:2 len:5], then the member's bytes (len <=
  *           INLINE_MAX) or, with len OUT_OF_LINE, an 8-byte pointer to
- *           [u32 len][bytes]; then, if timed, its time less one in 6 bytes
- *           (little-endian: times run from 1 to 2^48)
+ *           [u32 len][bytes]; then, if timed, its time (1 .. 2^48 ms):
+ *           3 bytes [time - base:23 0] or 7 bytes [time - 1:55 1]
  *
  * A segment of local depth d holds the members whose hash has its d-bit
  * prefix; it is pointed to by the 2^(depth-d) directory slots of that
@@ -35,7 +35,11 @@
  * while one is left.
  *
  * A member may carry a time (the server's expire time of a set member),
- * which costs its entry 6 bytes. Each segment keeps a lower bound of its
+ * which costs its entry 3 bytes within 2.3 hours of its segment's base (a
+ * segment's first time, or its earliest when it is built) and 7 bytes
+ * elsewhere: a 24-character lowercase member then takes 21 bytes, six to a
+ * bucket (seven without), where 6 bytes would leave five. Each segment
+ * keeps a lower bound of its
  * entries' times (earliest), and the set one of its segments': the members
  * due at a time are found by reading only the segments whose bound has
  * come (hpsDue), and a set whose bound has not come has none.
@@ -111,8 +115,13 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 #define MORE_SHIFT 5
 #define MORE_BITS 2
 #define MORE_MASK ((1u << MORE_BITS) - 1)
-#define TIMED 0x80     /* In the len byte: a time follows the member. */
-#define TIME_BYTES 6   /* A time of 1 .. 2^48, less one, little-endian. */
+#define TIMED 0x80 /* In the len byte: a time follows the member. */
+/* A time field, little-endian, its lowest bit the form: short, the time
+ * less the segment's base in the 23 bits above (2.3 hours of ms); long,
+ * the time less one. */
+#define TIME_SHORT 3
+#define TIME_LONG 7
+#define TIME_SHORT_SPAN (UINT64_C(1) << 23)
 #define NO_TIME UINT64_MAX /* A segment's or set's earliest with no time. */
 #define OOL_ENTRY (ENTRY_HEAD + sizeof(void *))
 #define MAX_PER_BUCKET 12
@@ -163,6 +172,7 @@ uint64_t siphash(const uint8_t *in, const size_t inlen, const uint8_t *k);
 
 typedef struct segment {
     uint64_t earliest; /* At most any time its entries hold (NO_TIME). */
+    uint64_t base;     /* Short times count from it; 0 while none does. */
     uint32_t count;    /* Entries. */
     uint32_t used;  /* Bytes of entries. */
     uint16_t homes; /* Home buckets; EXTRA more follow. */
@@ -173,7 +183,7 @@ typedef struct segment {
      * set_loads[loads]; see takesOneMore. */
     uint32_t limit;
     uint8_t avg, loads;
-    uint8_t pad[BUCKET - 26];
+    uint8_t pad[BUCKET - 34];
 } segment;
 
 struct hpset {
@@ -231,24 +241,39 @@ static inline segment *segAt(const hpset *s, size_t i) { return slotSegment(s->d
 static inline size_t payloadSize(const unsigned char *e) {
     return lenCode(e) == OUT_OF_LINE ? sizeof(void *) : lenCode(e);
 }
+static inline size_t timeFieldSize(const unsigned char *f) { return f[0] & 1 ? TIME_LONG : TIME_SHORT; }
 static inline size_t entrySize(const unsigned char *e) {
-    return ENTRY_HEAD + payloadSize(e) + (isTimed(e) ? TIME_BYTES : 0);
+    size_t ps = ENTRY_HEAD + payloadSize(e);
+    return ps + (isTimed(e) ? timeFieldSize(e + ps) : 0);
 }
 static inline size_t storedSize(size_t len) {
     return len <= INLINE_MAX ? ENTRY_HEAD + len : OOL_ENTRY;
 }
 
-/* A timed entry's time, 1 .. 2^48. */
-static inline uint64_t entryTime(const unsigned char *e) {
-    const unsigned char *p = e + ENTRY_HEAD + payloadSize(e);
-    uint64_t t = 0;
-    for (int i = TIME_BYTES - 1; i >= 0; i--) t = (t << 8) | p[i];
-    return t + 1;
+/* The time of timed entry e of segment g, 1 .. 2^48. */
+static inline uint64_t entryTime(const segment *g, const unsigned char *e) {
+    const unsigned char *f = e + ENTRY_HEAD + payloadSize(e);
+    size_t n = timeFieldSize(f);
+    uint64_t v = 0;
+    for (size_t i = n; i-- > 0;) v = (v << 8) | f[i];
+    return n == TIME_SHORT ? g->base + (v >> 1) : (v >> 1) + 1;
 }
 
-static inline void putTime(unsigned char *p, uint64_t t) {
-    t--;
-    for (int i = 0; i < TIME_BYTES; i++, t >>= 8) p[i] = (unsigned char)t;
+/* The bytes time t takes in segment g: short from its base, which a
+ * segment without one takes from its first time. */
+static inline size_t timeSizeIn(const segment *g, uint64_t t) {
+    uint64_t base = g->base ? g->base : t;
+    return t >= base && t - base < TIME_SHORT_SPAN ? TIME_SHORT : TIME_LONG;
+}
+
+/* Writes time t's field at f for segment g (taking t as its base if it
+ * has none); returns its size. */
+static inline size_t putTime(unsigned char *f, segment *g, uint64_t t) {
+    size_t n = timeSizeIn(g, t);
+    if (!g->base) g->base = t;
+    uint64_t v = n == TIME_SHORT ? (t - g->base) << 1 : ((t - 1) << 1) | 1;
+    for (size_t i = 0; i < n; i++, v >>= 8) f[i] = (unsigned char)v;
+    return n;
 }
 
 static inline uint64_t earlierOf(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -403,10 +428,11 @@ static int place(hpset *s, segment *g, const unsigned char *e, size_t es) {
     return 0;
 }
 
-/* An entry to move: where it is, and its tag and more bits for where it
- * goes. */
+/* An entry to move: where it is, its time (0: none), and its tag and more
+ * bits for where it goes. */
 typedef struct moving {
     const unsigned char *e;
+    uint64_t t;
     uint8_t tag, more;
 } moving;
 
@@ -417,6 +443,7 @@ static moving *gather(const segment *g, moving *v) {
         unsigned end = bucketEnd(b);
         for (unsigned p = 1; p < end; p += entrySize(b + p)) {
             v->e = b + p;
+            v->t = isTimed(b + p) ? entryTime(g, b + p) : 0;
             v->tag = b[p];
             v->more = (uint8_t)moreCode(b + p);
             v++;
@@ -427,18 +454,22 @@ static moving *gather(const segment *g, moving *v) {
 
 /* A segment of the given depth holding v[0..n) with their tags and more
  * bits (moreBits of them right), in size class `cls` or the first larger
- * one they fit in; NULL when none does. */
+ * one they fit in; NULL when none does. Its base is its earliest time, and
+ * times are written again from it. */
 static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsigned moreBits, unsigned cls) {
+    uint64_t earliest = NO_TIME;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].t) earliest = earlierOf(earliest, v[i].t);
     for (; cls < SEG_SIZES; cls++) {
         segment *g = segNew(s, seg_homes[cls], depth);
         unsigned char entries[SEG_MAX_BUCKETS] = {0};
         unsigned homes = g->homes, total = segBuckets(g), maxPer = s->maxPer;
-        uint64_t earliest = NO_TIME;
         size_t i;
         g->moreBits = moreBits;
+        g->base = earliest == NO_TIME ? 0 : earliest;
         for (i = 0; i < n; i++) {
             const unsigned char *e = v[i].e;
-            size_t es = entrySize(e);
+            size_t ps = ENTRY_HEAD + payloadSize(e), es = ps + (v[i].t ? timeSizeIn(g, v[i].t) : 0);
             unsigned j = homeOf(v[i].tag, homes);
             unsigned char *b = NULL;
             for (; j < total; j++) {
@@ -448,10 +479,10 @@ static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsig
             }
             if (j == total) break;
             unsigned char *to = b + 1 + (b[0] & META_USED);
-            memcpy(to, e, es);
+            memcpy(to, e, ps);
             to[0] = v[i].tag;
             to[1] = (unsigned char)((e[1] & (LEN_MASK | TIMED)) | (v[i].more << MORE_SHIFT));
-            if (isTimed(e)) earliest = earlierOf(earliest, entryTime(e));
+            if (v[i].t) putTime(to + ps, g, v[i].t);
             b[0] += es;
             if (++entries[j] > maxPer) maxPer = entries[j];
             g->used += es;
@@ -787,17 +818,20 @@ static void noteTime(hpset *s, segment *g, uint64_t t) {
     s->earliest = earlierOf(s->earliest, t);
 }
 
-/* Puts entry e of es bytes (its len byte's length code and TIMED flag set,
- * any time after its payload) for hash h: into *room when an insert's
- * probe found one, else from its home on, growing until it fits. */
-static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t es, unsigned char *room, unsigned entries,
+/* Puts the entry whose tag, len byte and payload are e's first ps bytes
+ * (its buffer has room for a time field after them), with time t (0:
+ * none), for hash h: into *room when an insert's probe found one for the
+ * size it takes, else from its home on, growing until it fits. */
+static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t ps, unsigned char *room, unsigned entries,
                      uint64_t t) {
     for (;;) {
         size_t slot = slotOf(s, h);
         segment *g = segAt(s, slot);
+        size_t es = ps + (t ? timeSizeIn(g, t) : 0);
         if (takesOneMore(s, g, es)) {
             e[0] = tagOf(h, g->depth);
-            e[1] = (unsigned char)((e[1] & (LEN_MASK | TIMED)) | (moreOf(h, g->depth) << MORE_SHIFT));
+            e[1] = (unsigned char)((e[1] & LEN_MASK) | (moreOf(h, g->depth) << MORE_SHIFT) | (t ? TIMED : 0));
+            if (t) putTime(e + ps, g, t);
             if (room || place(s, g, e, es)) {
                 if (room) putEntry(s, g, room, entries, e, es);
                 noteTime(s, g, t);
@@ -810,9 +844,11 @@ static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t es, unsigned
     s->count++;
 }
 
+#define ENTRY_BUF ((OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_LONG)
+
 static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
-    unsigned char e[(OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_BYTES];
-    size_t es = storedSize(len) + (t ? TIME_BYTES : 0);
+    unsigned char e[ENTRY_BUF];
+    size_t ps = storedSize(len), es = ps + (t ? timeSizeIn(segAt(s, slotOf(s, h)), t) : 0);
     unsigned char *room;
     unsigned entries = 0;
     assert(t <= HPS_TIME_MAX);
@@ -829,11 +865,7 @@ static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len,
         e[1] = OUT_OF_LINE;
         memcpy(e + ENTRY_HEAD, &p, sizeof(p));
     }
-    if (t) {
-        e[1] |= TIMED;
-        putTime(e + ENTRY_HEAD + payloadSize(e), t);
-    }
-    placeNew(s, h, e, es, room, entries, t);
+    placeNew(s, h, e, ps, room, entries, t);
     return 1;
 }
 
@@ -877,45 +909,38 @@ int hpsDelete(hpset *s, const unsigned char *m, size_t len) { return hpsDeleteHa
 int hpsTimeHashed(const hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t *t) {
     const unsigned char *e = findEntry(s, h, m, len, NULL);
     if (!e) return 0;
-    *t = isTimed(e) ? entryTime(e) : 0;
+    *t = isTimed(e) ? entryTime(segAt(s, slotOf(s, h)), e) : 0;
     return 1;
 }
 
-/* A time changed in place, dropped (the bucket's later entries move up), or
- * added where the bucket has room; else the entry moves, as an insert
- * places it. */
+/* The time field is written again in place, the bucket's later entries
+ * moving by the change in its size, when the bucket has room; else the
+ * entry moves, as an insert places it. */
 int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
     unsigned char *b;
     unsigned char *e = findEntry(s, h, m, len, &b);
     assert(t <= HPS_TIME_MAX);
     if (!e) return 0;
     segment *g = segAt(s, slotOf(s, h));
-    size_t ps = ENTRY_HEAD + payloadSize(e);
-    unsigned char *tp = e + ps, *end = b + bucketEnd(b);
-    if (isTimed(e) && t) {
-        putTime(tp, t);
-        s->timed--;
-        noteTime(s, g, t);
-    } else if (isTimed(e)) {
-        memmove(tp, tp + TIME_BYTES, end - (tp + TIME_BYTES));
-        e[1] &= ~TIMED;
-        b[0] -= TIME_BYTES;
-        g->used -= TIME_BYTES;
-        s->timed--;
-    } else if (t && (b[0] & META_USED) + TIME_BYTES <= BUCKET_ROOM) {
-        memmove(tp + TIME_BYTES, tp, end - tp);
-        putTime(tp, t);
-        e[1] |= TIMED;
-        b[0] += TIME_BYTES;
-        g->used += TIME_BYTES;
-        noteTime(s, g, t);
-    } else if (t) {
-        unsigned char ne[(OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_BYTES];
+    size_t ps = ENTRY_HEAD + payloadSize(e), old = isTimed(e) ? timeFieldSize(e + ps) : 0;
+    size_t now = t ? timeSizeIn(g, t) : 0;
+    unsigned char *f = e + ps, *end = b + bucketEnd(b);
+    if (now > old && (b[0] & META_USED) + now - old > BUCKET_ROOM) {
+        unsigned char ne[ENTRY_BUF];
         memcpy(ne, e, ps);
-        ne[1] |= TIMED;
-        putTime(ne + ps, t);
         cutEntry(s, g, b, e);
-        placeNew(s, h, ne, ps + TIME_BYTES, NULL, 0, t);
+        placeNew(s, h, ne, ps, NULL, 0, t);
+        return 1;
+    }
+    memmove(f + now, f + old, end - (f + old));
+    b[0] = (unsigned char)(b[0] + now - old);
+    g->used = (uint32_t)(g->used + now - old);
+    if (old) s->timed--;
+    e[1] &= ~TIMED;
+    if (t) {
+        e[1] |= TIMED;
+        putTime(f, g, t);
+        noteTime(s, g, t);
     }
     return 1;
 }
@@ -942,7 +967,7 @@ size_t hpsDue(hpset *s, uint64_t now, size_t max, hpsDueFn fn, void *ctx) {
                 for (unsigned p = 1; p < end; p += entrySize(b + p)) {
                     const unsigned char *e = b + p;
                     if (!isTimed(e)) continue;
-                    uint64_t t = entryTime(e);
+                    uint64_t t = entryTime(g, e);
                     if (t > now) {
                         next = earlierOf(next, t);
                         continue;
@@ -1032,7 +1057,7 @@ int hpsIterNextTimed(hpsIter *it, const unsigned char **m, size_t *len, uint64_t
             const unsigned char *b = bucketAt(g, it->bucket);
             if (it->off < bucketEnd(b)) {
                 *m = entryMember(b + it->off, len);
-                *t = isTimed(b + it->off) ? entryTime(b + it->off) : 0;
+                *t = isTimed(b + it->off) ? entryTime(g, b + it->off) : 0;
                 it->off += entrySize(b + it->off);
                 return 1;
             }
@@ -1204,7 +1229,9 @@ const char *hpsCheck(const hpset *s) {
                     if (!(bucketAt(g, k)[0] & META_OVERFLOWED)) FAIL("run through a bucket not marked");
                 if (findEntry(s, h, m, len, NULL) != e) FAIL("member found elsewhere");
                 if (isTimed(e)) {
-                    uint64_t t = entryTime(e);
+                    uint64_t t = entryTime(g, e);
+                    if (timeFieldSize(e + ENTRY_HEAD + payloadSize(e)) == TIME_SHORT && !g->base)
+                        FAIL("a short time without a base");
                     if (t > HPS_TIME_MAX) FAIL("time out of range");
                     if (t < g->earliest) FAIL("a time before its segment's earliest");
                     if (t < s->earliest) FAIL("a time before the set's earliest");
