@@ -846,13 +846,20 @@ static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t ps, unsigned
 
 #define ENTRY_BUF ((OOL_ENTRY > ENTRY_HEAD + INLINE_MAX ? OOL_ENTRY : ENTRY_HEAD + INLINE_MAX) + TIME_LONG)
 
-static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+static void setTimeAt(hpset *s, uint64_t h, unsigned char *b, unsigned char *e, uint64_t t);
+
+/* Adds m with time t (0: none); a member already there keeps its time,
+ * or takes t when retime is set. Returns 1 if added. */
+static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t, int retime) {
     unsigned char e[ENTRY_BUF];
     size_t ps = storedSize(len), es = ps + (t ? timeSizeIn(segAt(s, slotOf(s, h)), t) : 0);
-    unsigned char *room;
+    unsigned char *room, *b, *found;
     unsigned entries = 0;
     assert(t <= HPS_TIME_MAX);
-    if (probe(s, h, m, len, NULL, es, &room, &entries)) return 0;
+    if ((found = probe(s, h, m, len, &b, es, &room, &entries))) {
+        if (retime) setTimeAt(s, h, b, found, t);
+        return 0;
+    }
     if (len <= INLINE_MAX) {
         e[1] = (unsigned char)len;
         memcpy(e + ENTRY_HEAD, m, len);
@@ -869,10 +876,16 @@ static int insertTimed(hpset *s, uint64_t h, const unsigned char *m, size_t len,
     return 1;
 }
 
-int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) { return insertTimed(s, h, m, len, 0); }
+int hpsInsertHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len) {
+    return insertTimed(s, h, m, len, 0, 0);
+}
 
 int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t) {
-    return insertTimed(s, hpsHash(m, len), m, len, t);
+    return insertTimed(s, hpsHash(m, len), m, len, t, 0);
+}
+
+int hpsAddTimedHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+    return insertTimed(s, h, m, len, t, 1);
 }
 
 int hpsInsert(hpset *s, const unsigned char *m, size_t len) { return hpsInsertHashed(s, hpsHash(m, len), m, len); }
@@ -913,14 +926,11 @@ int hpsTimeHashed(const hpset *s, uint64_t h, const unsigned char *m, size_t len
     return 1;
 }
 
-/* The time field is written again in place, the bucket's later entries
- * moving by the change in its size, when the bucket has room; else the
- * entry moves, as an insert places it. */
-int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
-    unsigned char *b;
-    unsigned char *e = findEntry(s, h, m, len, &b);
-    assert(t <= HPS_TIME_MAX);
-    if (!e) return 0;
+/* Sets entry e's time (in bucket b of the segment of hash h) to t (0:
+ * none). The time field is written again in place, the bucket's later
+ * entries moving by the change in its size, when the bucket has room; else
+ * the entry moves, as an insert places it. */
+static void setTimeAt(hpset *s, uint64_t h, unsigned char *b, unsigned char *e, uint64_t t) {
     segment *g = segAt(s, slotOf(s, h));
     size_t ps = ENTRY_HEAD + payloadSize(e), old = isTimed(e) ? timeFieldSize(e + ps) : 0;
     size_t now = t ? timeSizeIn(g, t) : 0;
@@ -930,7 +940,7 @@ int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, u
         memcpy(ne, e, ps);
         cutEntry(s, g, b, e);
         placeNew(s, h, ne, ps, NULL, 0, t);
-        return 1;
+        return;
     }
     memmove(f + now, f + old, end - (f + old));
     b[0] = (unsigned char)(b[0] + now - old);
@@ -942,6 +952,14 @@ int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, u
         putTime(f, g, t);
         noteTime(s, g, t);
     }
+}
+
+int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+    unsigned char *b;
+    unsigned char *e = findEntry(s, h, m, len, &b);
+    assert(t <= HPS_TIME_MAX);
+    if (!e) return 0;
+    setTimeAt(s, h, b, e, t);
     return 1;
 }
 

@@ -64,6 +64,9 @@ int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, si
  * the caller then removes (before any other write); *m lies in the set. */
 #define HPS_TIME_MAX (UINT64_C(1) << 48)
 int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t);
+/* Adds m with time t, or gives a member already there time t (0: none):
+ * one probe for both. Returns 1 if added. */
+int hpsAddTimedHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t);
 int hpsTimeHashed(const hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t *t);
 int hpsSetTimeHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t);
 uint64_t hpsEarliest(const hpset *s);

@@ -902,6 +902,22 @@ static void applyAddexTime(serverDb *db, robj *o, sds m, int flags, robj *expire
         persistMember(o, m);
 }
 
+/* SADDEX's add: a big set adds the member and sets or drops its time in
+ * one lookup. */
+static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire, mstime_t when) {
+    if (set->encoding != OBJ_ENCODING_BTREE || (flags & ADDEX_KEEPTTL)) {
+        setTypeAdd(set, m);
+        applyAddexTime(db, set, m, flags, expire, when);
+        return;
+    }
+    setBtreeAddTimed(set, m, sdslen(m), expire ? when : -1);
+    uint8_t *mark = setBtreeMark(set);
+    if (expire && !*mark) {
+        *mark = 1;
+        dbTrackKeyWithVolatileItems(db, set);
+    }
+}
+
 /* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
  * MEMBERS n <items>` (items: n members, or n score-member pairs), which
  * replays what happened here whatever the conditions. */
@@ -982,9 +998,7 @@ void saddexCommand(client *c) {
         dbAdd(c->db, c->argv[1], &set);
     }
     for (long long i = 0; i < n; i++) {
-        sds m = objectGetVal(c->argv[first + i]);
-        setTypeAdd(set, m);
-        applyAddexTime(c->db, set, m, flags, expire, when);
+        saddexMember(c->db, set, objectGetVal(c->argv[first + i]), flags, expire, when);
     }
     tidyIndex(c->db, set);
     rewriteAddex(c, &saddex_cmd, "SADDEX", flags, expire, when, c->argv + first, n, 1);

@@ -489,6 +489,24 @@ int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when) 
     return found;
 }
 
+/* Adds a member with a time (when < 0: none), or gives one already there
+ * that time (or takes its time away): one lookup for both. Returns 1 if
+ * added. */
+int setBtreeAddTimed(robj *set, const char *m, size_t len, long long when) {
+    if (isIntegers(set)) {
+        if (when < 0) {
+            long long v;
+            if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
+        }
+        moveToStrings(set, 0);
+    }
+    storedMember s;
+    storeMember(&s, m, len);
+    int added = hpsAddTimedHashed(objectGetVal(set), s.hash, s.p, s.len, when < 0 ? 0 : when ? (uint64_t)when : 1);
+    storedMemberDone(&s);
+    return added;
+}
+
 unsigned long setBtreeTimedCount(robj *set) {
     hpset *hs = stringsOf(set);
     return hs ? hpsTimedCount(hs) : 0;

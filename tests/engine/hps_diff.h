@@ -338,6 +338,14 @@ static const char *hpdTimes(hpdState *st, hpdReader *r, uint8_t b) {
     hpdMember *e = hpdFind(md, m, len);
     if (b < 100) { /* set or drop a time; a new member comes with one */
         uint64_t t = hpdByte(r) < 64 ? 0 : hpdTimeOf(st, r);
+        if (hpdByte(r) < 64) { /* added or re-timed in one probe */
+            int ret = hpsAddTimedHashed(st->s, hpsHash(m, len), m, len, t);
+            HPD_EXPECT(ret == (e == NULL), "add timed", ret, e == NULL);
+            if (!e) hpdAdd(md, m, len);
+            hpdFind(md, m, len)->t = t;
+            st->timed++;
+            return NULL;
+        }
         if (!e && t) {
             HPD_EXPECT(hpsInsertTimed(st->s, m, len, t), "timed insert", 0, 1);
             hpdAdd(md, m, len);
