@@ -59,6 +59,9 @@
 
 /* 2^48 ms, in the year 10889: Redis's bound for a member's time. */
 #define TTL_MAX_MS (1LL << 48)
+/* How long active expiry lets a set's due members gather before it reads
+ * its due segments for them (docs/engine.md part 8). */
+#define SET_RECLAIM_LAG_MS 1000
 /* Members a propagated SREM names at most. */
 #define RECLAIM_BATCH 1024
 
@@ -474,7 +477,10 @@ robj *memberTtlOnLookup(serverDb *db, robj *key, robj *o, int lookup_flags, int 
 }
 
 size_t memberTtlReclaim(robj *o, serverDb *db, mstime_t now, unsigned long max, int didx) {
-    if (earliest(o) > now) {
+    /* A set's due members are found by reading its due segments whole, so
+     * active expiry lets them gather for a while first (a lookup takes
+     * them at once). */
+    if (earliest(o) > now - (bigSet(o) ? SET_RECLAIM_LAG_MS : 0)) {
         tidyIndex(db, o);
         return 0;
     }
