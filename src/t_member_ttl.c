@@ -7,33 +7,37 @@
  * sorted sets (ZADDEX, ZEXPIRE, ZTTL, ZPERSIST, ...).
  *
  * A set or sorted set with a member that has an expire time is in its big
- * form (t_set_btree.c, t_zset_btree.c), and the form's engine carries an
- * index of the times: a sorted set whose members are the key's volatile
- * members, scored by their expire times in Unix milliseconds. It is
- * upstream's sorted set (a listpack while small) or ours (zbtree.c) past
- * that:
+ * form (t_set_btree.c, t_zset_btree.c). A set keeps each time in its
+ * member's entry (hpset.c: a set of integers moves to the string form),
+ * with a bound no later than any time in each segment and in the set. A
+ * sorted set's engine carries an index of the times: a sorted set whose
+ * members are the key's volatile members, scored by their expire times in
+ * Unix milliseconds, upstream's (a listpack while small) or ours
+ * (zbtree.c) past that:
  *
- *   robj { OBJ_SET, BTREE }  --> ibset | hpset { ..., aux } --+
- *   robj { OBJ_ZSET, BTREE } --> zbt { ..., aux } ------------+
- *                                                             |
- *                   robj { OBJ_ZSET } <------------------------+
- *                   member -> expire time (ms), ordered by time
+ *   robj { OBJ_SET, BTREE }  --> hpset { ..., timed, earliest, mark }
+ *                                  entry [member][time]
+ *   robj { OBJ_ZSET, BTREE } --> zbt { ..., aux } --> robj { OBJ_ZSET }
+ *                                  member -> expire time (ms), ordered by time
  *
- * So the earliest time is the index's first entry, a member's time is a
- * score lookup, and the members due are a prefix of the index.
+ * So a set's member's time is read with it, and its due members are found
+ * in the segments whose bound has come (setBtreeDue); a sorted set's
+ * earliest time is the index's first entry, a member's time a score
+ * lookup, and the members due a prefix of the index.
  *
  * Invariants:
- * - Every member of the index is a member of the key, with a time no
- *   later than TTL_MAX_MS (2^48 ms, Redis's bound for a member's time; a
- *   score holds every time up to 2^53 exactly).
- * - A key has an index, possibly empty, exactly while it is in its
- *   database's keys_with_volatile_items (objectHasVolatileItems), which
- *   the FIELDS job of active expiry (expire.c) walks. Removing a member
- *   (setBtreeRemove, zsetDel, ZREMRANGE*) takes its time out of the index
- *   and may leave it empty; whoever next holds the database for it (a TTL
- *   command, a reclaim) frees it and untracks the key.
- * - A key with an index stays in the big form: SPOP of most of a set,
- *   which rebuilds the rest into a new small set, pops one by one instead.
+ * - A time is no later than TTL_MAX_MS (2^48 ms, Redis's bound for a
+ *   member's time; a score holds every time up to 2^53 exactly). Every
+ *   member of an index is a member of the key.
+ * - A sorted set has an index, possibly empty, and a set its mark, exactly
+ *   while the key is in its database's keys_with_volatile_items
+ *   (objectHasVolatileItems), which the FIELDS job of active expiry
+ *   (expire.c) walks. Removing a member (setBtreeRemove, zsetDel,
+ *   ZREMRANGE*) takes its time away and may leave none; whoever next holds
+ *   the database for it (a TTL command, a reclaim) untracks the key
+ *   (tidyIndex).
+ * - A tracked key stays in the big form: SPOP of most of a set, which
+ *   rebuilds the rest into a new small set, pops one by one instead.
  *
  * Who removes a due member:
  * - lookupKey(), on a primary, before a command sees the key
@@ -333,10 +337,6 @@ static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long lo
     return 1;
 }
 
-/* Removes the key's members due at `now`, the front of its index, up to
- * max, handing each to fn (which takes the object), then drops them from the
- * index at once. The index is taken off the key meanwhile, so that
- * removing a member does not look its time up again. Returns how many. */
 typedef struct dueList {
     robj **v;
     size_t n, cap;
@@ -366,6 +366,11 @@ static size_t removeSetDue(robj *o, mstime_t now, size_t max, void (*fn)(void *c
     return l.n;
 }
 
+/* Removes the key's members due at `now`, up to max, handing each to fn
+ * (which takes the object). A sorted set's are the front of its index,
+ * dropped from it at once after the walk; the index is taken off the key
+ * meanwhile, so that removing a member does not look its time up again.
+ * Returns how many. */
 static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
     if (bigSet(o)) return removeSetDue(o, now, max, fn, ctx);
     robj *ttls = ttlIndex(o);
