@@ -954,11 +954,12 @@ static void setTimeAt(hpset *s, uint64_t h, unsigned char *b, unsigned char *e, 
     }
 }
 
-int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t) {
+int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, uint64_t t, uint64_t *old) {
     unsigned char *b;
     unsigned char *e = findEntry(s, h, m, len, &b);
     assert(t <= HPS_TIME_MAX);
     if (!e) return 0;
+    if (old) *old = isTimed(e) ? entryTime(segAt(s, slotOf(s, h)), e) : 0;
     setTimeAt(s, h, b, e, t);
     return 1;
 }

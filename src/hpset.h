@@ -58,7 +58,8 @@ int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, si
  * times in Unix ms), stored beside it in its entry; 0 is none. A member's
  * time stays through growth, splits, merges and defrag, and goes with it.
  * hpsTimeHashed: 1 if m is a member, with *t its time or 0.
- * hpsSetTimeHashed: sets (t 0: drops) a member's time; 0 if no member.
+ * hpsSetTimeHashed: sets (t 0: drops) a member's time, *old (unless NULL)
+ * its time before; 0 if no member.
  * hpsEarliest: at most the earliest time of any member (0: none).
  * hpsDue: hands fn up to max members whose time is `now` or earlier, which
  * the caller then removes (before any other write); *m lies in the set. */
@@ -68,7 +69,7 @@ int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t);
  * one probe for both. Returns 1 if added. */
 int hpsAddTimedHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t);
 int hpsTimeHashed(const hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t *t);
-int hpsSetTimeHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t);
+int hpsSetTimeHashed(hpset *s, uint64_t hash, const unsigned char *m, size_t len, uint64_t t, uint64_t *old);
 uint64_t hpsEarliest(const hpset *s);
 uint64_t hpsTimedCount(const hpset *s);
 typedef void (*hpsDueFn)(void *ctx, const unsigned char *m, size_t len, uint64_t t);

@@ -237,6 +237,15 @@ static long long memberExpire(robj *o, sds m) {
 
 /* Gives a member of the key an expire time; the key moves to the big
  * form and into the database's volatile items if it was not there. */
+/* Marks a big set as having times and tracks it in its database's
+ * volatile items, if it was not. */
+static void trackSet(serverDb *db, robj *set) {
+    uint8_t *mark = setBtreeMark(set);
+    if (*mark) return;
+    *mark = 1;
+    dbTrackKeyWithVolatileItems(db, set);
+}
+
 static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
     if (o->encoding != OBJ_ENCODING_BTREE) {
         if (o->type == OBJ_SET)
@@ -245,12 +254,9 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
     if (bigSet(o)) {
-        serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when));
-        uint8_t *mark = setBtreeMark(o);
-        if (!*mark) {
-            *mark = 1;
-            dbTrackKeyWithVolatileItems(db, o);
-        }
+        int had;
+        serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when, &had));
+        trackSet(db, o);
         return;
     }
     robj **slot = ttlSlot(o);
@@ -264,8 +270,8 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
 
 /* Returns 1 if the member had an expire time. */
 static int persistMember(robj *o, sds m) {
-    long long when;
-    if (bigSet(o)) return setBtreeMemberTime(o, m, sdslen(m), &when) && setBtreeSetMemberTime(o, m, sdslen(m), -1);
+    int had;
+    if (bigSet(o)) return setBtreeSetMemberTime(o, m, sdslen(m), -1, &had) && had;
     robj *ttls = ttlIndex(o);
     return ttls && zsetDel(ttls, m);
 }
@@ -922,11 +928,7 @@ static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire
         return;
     }
     setBtreeAddTimed(set, m, sdslen(m), expire ? when : -1);
-    uint8_t *mark = setBtreeMark(set);
-    if (expire && !*mark) {
-        *mark = 1;
-        dbTrackKeyWithVolatileItems(db, set);
-    }
+    if (expire) trackSet(db, set);
 }
 
 /* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
@@ -1217,18 +1219,18 @@ int memberTtlRdbLoad(rio *rdb, robj *o) {
     for (uint64_t i = 0; i < n; i++) {
         sds m = rdbGenericLoadStringObject(rdb, RDB_LOAD_SDS, NULL);
         if (!m) return C_ERR;
-        long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION), had;
-        int out = 0;
-        int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS && isMember(o, m);
-        if (ok && slot) {
-            ok = zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
-        } else if (ok) {
-            ok = !setBtreeMemberTime(o, m, sdslen(m), &had) && setBtreeSetMemberTime(o, m, sdslen(m), when);
-            *setBtreeMark(o) = 1;
-        }
+        long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION);
+        int out = 0, had;
+        int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS;
+        /* A member the key lacks, or one given a time twice, is corrupt. */
+        if (ok && slot)
+            ok = isMember(o, m) && zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
+        else if (ok)
+            ok = setBtreeSetMemberTime(o, m, sdslen(m), when, &had) && !had;
         sdsfree(m);
         if (!ok) return C_ERR;
     }
+    if (!slot) *setBtreeMark(o) = 1; /* the key is not in a database yet: dbAddRDBLoad tracks it */
     return C_OK;
 }
 

@@ -113,18 +113,32 @@ static void storedMemberDone(storedMember *s) {
     spkRelease(s->p, s->m, s->buf);
 }
 
-/* Returns 1 if the member was added, 0 if it was there. */
-int setBtreeAdd(robj *set, const char *m, size_t len) {
+/* The engine's form of an expire time (when < 0: none): its times run
+ * from 1 ms, so a time of 0, long past, is kept as 1. */
+static uint64_t engineTime(long long when) {
+    return when < 0 ? 0 : when ? (uint64_t)when : 1;
+}
+
+/* Adds a member with time t (0: none); a member already there keeps its
+ * time, or takes t when retime is set (one lookup for both). An integer
+ * without a time goes into the integer form. Returns 1 if added. */
+static int addMember(robj *set, const char *m, size_t len, uint64_t t, int retime) {
     if (isIntegers(set)) {
         long long v;
-        if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
+        if (!t && string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
         moveToStrings(set, 0);
     }
     storedMember s;
     storeMember(&s, m, len);
-    int added = hpsInsertHashed(objectGetVal(set), s.hash, s.p, s.len);
+    hpset *hs = objectGetVal(set);
+    int added = retime ? hpsAddTimedHashed(hs, s.hash, s.p, s.len, t) : hpsInsertHashed(hs, s.hash, s.p, s.len);
     storedMemberDone(&s);
     return added;
+}
+
+/* Returns 1 if the member was added, 0 if it was there. */
+int setBtreeAdd(robj *set, const char *m, size_t len) {
+    return addMember(set, m, len, 0, 0);
 }
 
 /* The member may come from this set's own buckets (SPOP's iterations): the
@@ -476,16 +490,19 @@ int setBtreeMemberTime(robj *set, const char *m, size_t len, long long *when) {
     return t != 0;
 }
 
-/* Gives a member a time (when < 0: takes it away). Returns 0 if it is no
- * member. */
-int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when) {
+/* Gives a member a time (when < 0: takes it away), setting *had to
+ * whether it had one. Returns 0 if it is no member. */
+int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when, int *had) {
     if (when >= 0 && isIntegers(set)) moveToStrings(set, 0);
     hpset *hs = stringsOf(set);
+    *had = 0;
     if (!hs) return setBtreeIsMember(set, m, len);
     storedMember s;
+    uint64_t old = 0;
     storeMember(&s, m, len);
-    int found = hpsSetTimeHashed(hs, s.hash, s.p, s.len, when < 0 ? 0 : when ? (uint64_t)when : 1);
+    int found = hpsSetTimeHashed(hs, s.hash, s.p, s.len, engineTime(when), &old);
     storedMemberDone(&s);
+    *had = old != 0;
     return found;
 }
 
@@ -493,18 +510,7 @@ int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when) 
  * that time (or takes its time away): one lookup for both. Returns 1 if
  * added. */
 int setBtreeAddTimed(robj *set, const char *m, size_t len, long long when) {
-    if (isIntegers(set)) {
-        if (when < 0) {
-            long long v;
-            if (string2ll(m, len, &v)) return ibsInsert(objectGetVal(set), v);
-        }
-        moveToStrings(set, 0);
-    }
-    storedMember s;
-    storeMember(&s, m, len);
-    int added = hpsAddTimedHashed(objectGetVal(set), s.hash, s.p, s.len, when < 0 ? 0 : when ? (uint64_t)when : 1);
-    storedMemberDone(&s);
-    return added;
+    return addMember(set, m, len, engineTime(when), 1);
 }
 
 unsigned long setBtreeTimedCount(robj *set) {

@@ -353,8 +353,10 @@ static const char *hpdTimes(hpdState *st, hpdReader *r, uint8_t b) {
             st->timed++;
             return NULL;
         }
-        int ret = hpsSetTimeHashed(st->s, hpsHash(m, len), m, len, t);
+        uint64_t old = 12345;
+        int ret = hpsSetTimeHashed(st->s, hpsHash(m, len), m, len, t, &old);
         HPD_EXPECT(ret == (e != NULL), "set time", ret, e != NULL);
+        if (e) HPD_EXPECT(old == e->t, "set time: the time before", old, e->t);
         if (e) e->t = t;
         st->timed++;
         return NULL;

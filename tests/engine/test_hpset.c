@@ -141,7 +141,7 @@ static void test_times(void **state) {
         memset(m, 'y', len);
         if (len) m[len - 1] = (unsigned char)len;
         assert_int_equal(hpsInsert(s, m, len), 1);
-        assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, len % 2 ? HPS_TIME_MAX : len + 1), 1);
+        assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, len % 2 ? HPS_TIME_MAX : len + 1, NULL), 1);
     }
     checked(s);
     assert_int_equal(hpsTimedCount(s), 301);
@@ -151,14 +151,14 @@ static void test_times(void **state) {
         if (len) m[len - 1] = (unsigned char)len;
         assert_int_equal(hpsTimeHashed(s, hpsHash(m, len), m, len, &t), 1);
         assert_int_equal(t, len % 2 ? HPS_TIME_MAX : len + 1);
-        if (len % 3 == 0) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 0), 1);
-        if (len % 3 == 1) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 7), 1);
+        if (len % 3 == 0) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 0, NULL), 1);
+        if (len % 3 == 1) assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, len), m, len, 7, NULL), 1);
     }
     checked(s);
     assert_int_equal(hpsTimedCount(s), 200);
     m[0] = 'z';
     assert_int_equal(hpsTimeHashed(s, hpsHash(m, 5), m, 5, &t), 0);
-    assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, 5), m, 5, 9), 0);
+    assert_int_equal(hpsSetTimeHashed(s, hpsHash(m, 5), m, 5, 9, NULL), 0);
     hpsFree(s);
 
     /* 200,000 members, a time on every other one, added as the set grows. */
