@@ -39,10 +39,10 @@
  * segment's first time, or its earliest when it is built) and 7 bytes
  * elsewhere: a 24-character lowercase member then takes 21 bytes, six to a
  * bucket (seven without), where 6 bytes would leave five. Each segment
- * keeps a lower bound of its
- * entries' times (earliest), and the set one of its segments': the members
- * due at a time are found by reading only the segments whose bound has
- * come (hpsDue), and a set whose bound has not come has none.
+ * keeps a lower bound of its entries' times (earliest), and the set one of
+ * its segments': the members due at a time are found, and taken out where
+ * they lie, by reading only the segments whose bound has come (hpsDue),
+ * and a set whose bound has not come has none.
  * An insert goes to the first bucket from the home on with room for it,
  * and marks the buckets it passed OVERFLOWED; a lookup goes on past its
  * home only while buckets are marked (as upstream's "ever full" buckets).
@@ -967,38 +967,70 @@ int hpsSetTimeHashed(hpset *s, uint64_t h, const unsigned char *m, size_t len, u
 uint64_t hpsEarliest(const hpset *s) { return s->earliest == NO_TIME ? 0 : s->earliest; }
 uint64_t hpsTimedCount(const hpset *s) { return s->timed; }
 
-/* Segments whose earliest has come are read whole: the due entries go to
- * fn, and the segment's earliest becomes the earliest of the others (the
- * caller removes the due ones). A walk cut short by max leaves the set's
- * earliest as it was; a whole one sets it to the segments' least. */
+/* Takes segment g's entries due at `now` out, up to max, handing each to
+ * fn before it goes. When it has read them all (*whole), g's earliest
+ * becomes the least time left. Returns how many it took. */
+static size_t takeDueIn(hpset *s, segment *g, uint64_t now, size_t max, hpsDueFn fn, void *ctx, int *whole) {
+    uint64_t next = NO_TIME;
+    size_t n = 0;
+    unsigned total = segBuckets(g);
+    *whole = 0;
+    for (unsigned j = 0; j < total; j++) {
+        unsigned char *b = bucketAt(g, j);
+        for (unsigned p = 1; p < bucketEnd(b);) {
+            unsigned char *e = b + p;
+            uint64_t t = isTimed(e) ? entryTime(g, e) : 0;
+            if (t <= now && t) {
+                if (n == max) return n;
+                size_t len;
+                const unsigned char *m = entryMember(e, &len);
+                void *ool = lenCode(e) == OUT_OF_LINE ? (void *)oolBlock(e) : NULL;
+                fn(ctx, m, len, t);
+                cutEntry(s, g, b, e); /* the next entry moves to p */
+                countedFree(&s->bytes, ool);
+                n++;
+                continue;
+            }
+            if (t) next = earlierOf(next, t);
+            p += entrySize(e);
+        }
+    }
+    g->earliest = next;
+    *whole = 1;
+    return n;
+}
+
+/* The first directory slot of the segment that holds hash position `at`
+ * (a hash's top bits), after the directory may have changed depth. */
+static size_t segmentSlotAt(const hpset *s, uint64_t at) {
+    size_t i = s->depth ? at >> (64 - s->depth) : 0;
+    return i & ~(((size_t)1 << (s->depth - segAt(s, i)->depth)) - 1);
+}
+
+/* Segments whose earliest has come are read whole, and their due entries
+ * taken out (each handed to fn first), the segment shrinking after as a
+ * delete's does; its earliest becomes the least time left. A shrink that
+ * merged in a buddy not yet read reads the merged segment. A walk cut
+ * short by max leaves the set's earliest as it was; a whole one sets it to
+ * the segments' least. */
 size_t hpsDue(hpset *s, uint64_t now, size_t max, hpsDueFn fn, void *ctx) {
     if (!s->timed || s->earliest > now) return 0;
-    size_t n = 0, slots = (size_t)1 << s->depth;
+    size_t n = 0;
     uint64_t earliest = NO_TIME;
-    for (size_t i = 0; i < slots;) {
+    for (size_t i = 0; i < ((size_t)1 << s->depth);) {
         segment *g = segAt(s, i);
         if (g->earliest <= now) {
-            uint64_t next = NO_TIME;
-            unsigned total = segBuckets(g);
-            for (unsigned j = 0; j < total; j++) {
-                const unsigned char *b = bucketAt(g, j);
-                unsigned end = bucketEnd(b);
-                for (unsigned p = 1; p < end; p += entrySize(b + p)) {
-                    const unsigned char *e = b + p;
-                    if (!isTimed(e)) continue;
-                    uint64_t t = entryTime(g, e);
-                    if (t > now) {
-                        next = earlierOf(next, t);
-                        continue;
-                    }
-                    if (n == max) return n;
-                    size_t len;
-                    const unsigned char *m = entryMember(e, &len);
-                    fn(ctx, m, len, t);
-                    n++;
-                }
+            int whole;
+            size_t took = takeDueIn(s, g, now, max - n, fn, ctx, &whole);
+            n += took;
+            if (took) {
+                uint64_t at = s->depth ? (uint64_t)i << (64 - s->depth) : 0;
+                shrink(s, i);
+                i = segmentSlotAt(s, at);
+                g = segAt(s, i);
             }
-            g->earliest = next;
+            if (!whole) return n;
+            if (g->earliest <= now) continue;
         }
         earliest = earlierOf(earliest, g->earliest);
         i += (size_t)1 << (s->depth - g->depth);

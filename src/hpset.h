@@ -61,8 +61,9 @@ int hpsRandom(const hpset *s, uint64_t (*rnd)(void), const unsigned char **m, si
  * hpsSetTimeHashed: sets (t 0: drops) a member's time, *old (unless NULL)
  * its time before; 0 if no member.
  * hpsEarliest: at most the earliest time of any member (0: none).
- * hpsDue: hands fn up to max members whose time is `now` or earlier, which
- * the caller then removes (before any other write); *m lies in the set. */
+ * hpsDue: takes out up to max members whose time is `now` or earlier,
+ * handing each to fn first (m lies in the set until fn returns); returns
+ * how many. */
 #define HPS_TIME_MAX (UINT64_C(1) << 48)
 int hpsInsertTimed(hpset *s, const unsigned char *m, size_t len, uint64_t t);
 /* Adds m with time t, or gives a member already there time t (0: none):

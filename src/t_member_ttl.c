@@ -343,33 +343,23 @@ static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long lo
     return 1;
 }
 
-typedef struct dueList {
-    robj **v;
-    size_t n, cap;
-} dueList;
+typedef struct setDue {
+    void (*fn)(void *ctx, robj *m);
+    void *ctx;
+} setDue;
 
-static void collectSetDue(void *ctx, const unsigned char *m, size_t len, long long when) {
+static void takeSetDue(void *ctx, const unsigned char *m, size_t len, long long when) {
     UNUSED(when);
-    dueList *l = ctx;
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        l->v = zrealloc(l->v, l->cap * sizeof(robj *));
-    }
+    setDue *d = ctx;
     /* One allocation, which SREM propagates as it is. */
-    l->v[l->n++] = createStringObject((const char *)m, len);
+    d->fn(d->ctx, createStringObject((const char *)m, len));
 }
 
-/* A set's due members, found segment by segment in its engine, then
- * removed. */
+/* A set's due members, taken out segment by segment where its engine
+ * finds them. */
 static size_t removeSetDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
-    dueList l = {0};
-    setBtreeDue(o, now, max, collectSetDue, &l);
-    for (size_t i = 0; i < l.n; i++) {
-        serverAssert(removeMember(o, objectGetVal(l.v[i])));
-        fn(ctx, l.v[i]);
-    }
-    zfree(l.v);
-    return l.n;
+    setDue d = {fn, ctx};
+    return setBtreeDue(o, now, max, takeSetDue, &d);
 }
 
 /* Removes the key's members due at `now`, up to max, handing each to fn

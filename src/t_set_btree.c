@@ -545,9 +545,9 @@ static void visitDue(void *ctx, const unsigned char *e, size_t elen, uint64_t t)
     tv->fn(tv->ctx, m, len, (long long)t);
 }
 
-/* Hands fn up to max members whose time is `now` or earlier (each
- * unpacked into a buffer the next one reuses), which the caller removes
- * before any other write to the set. Returns how many. */
+/* Takes out up to max members whose time is `now` or earlier, handing
+ * each to fn first (unpacked into a buffer the next one reuses). Returns
+ * how many. */
 size_t setBtreeDue(robj *set, long long now, size_t max, setBtreeTimeFn fn, void *ctx) {
     hpset *hs = stringsOf(set);
     if (!hs || now < 1) return 0;

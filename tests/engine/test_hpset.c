@@ -118,7 +118,7 @@ static void test_grow_and_shrink(void **state) {
  * members; the due ones found at a time and only those. */
 typedef struct dueSeen {
     uint64_t n, now, bad;
-    unsigned char first[10][24]; /* The first ten, to remove. */
+    unsigned char first[10][24]; /* The first ten, to look for. */
     size_t len[10];
 } dueSeen;
 
@@ -185,15 +185,34 @@ static void test_times(void **state) {
     assert_int_equal(hpsDue(s, 1000, SIZE_MAX, countDue, &d), 0);
     d.now = 1000 + n / 2;
     assert_int_equal(hpsDue(s, d.now, 10, countDue, &d), 10);
-    for (int k = 0; k < 10; k++) assert_int_equal(hpsDelete(s, d.first[k], d.len[k]), 1);
+    assert_int_equal(hpsLength(s), n - 10);
+    for (int k = 0; k < 10; k++) assert_int_equal(hpsContains(s, d.first[k], d.len[k]), 0);
+    checked(s);
     d.n = 0;
     assert_int_equal(hpsDue(s, d.now, SIZE_MAX, countDue, &d), n / 4 - 10);
     assert_int_equal(d.bad, 0);
-    for (uint64_t i = 1; i < n / 2; i += 2) hpsDelete(s, m, nameOf(m, i, 19));
+    for (uint64_t i = 1; i < n / 2; i += 2) assert_int_equal(hpsContains(s, m, nameOf(m, i, 19)), 0);
     assert_int_equal(hpsLength(s), n - n / 4);
     checked(s);
     assert_true(hpsEarliest(s) > d.now);
     assert_int_equal(hpsTimedCount(s), n / 4);
+    hpsFree(s);
+
+    /* Every member due at once: the walk empties segments, which merge
+     * with buddies it has read and with ones it has not, until one is
+     * left. */
+    s = hpsCreate(0);
+    for (uint64_t i = 0; i < n; i++) assert_int_equal(hpsInsertTimed(s, m, nameOf(m, i, 19), 5000 + i % 3), 1);
+    dueSeen all = {0, 5002, 0};
+    assert_int_equal(hpsDue(s, 5002, SIZE_MAX, countDue, &all), n);
+    assert_int_equal(all.bad, 0);
+    assert_int_equal(hpsLength(s), 0);
+    assert_int_equal(hpsTimedCount(s), 0);
+    assert_int_equal(hpsEarliest(s), 0);
+    checked(s);
+    hpsStats st;
+    hpsGetStats(s, &st);
+    assert_int_equal(st.segments, 1);
     hpsFree(s);
 }
 
