@@ -197,7 +197,8 @@ struct hpset {
     uint64_t earliest; /* At most any segment's earliest (NO_TIME). */
     uint8_t depth;
     uint8_t maxPer;
-    uint8_t mark; /* The server's (hpsMark): carried, never read. */
+    uint8_t mark;    /* The server's (hpsMark): carried, never read. */
+    uint8_t bounded; /* The directory's allocation holds bounds (boundsOf). */
 };
 
 _Static_assert(sizeof(segment) == BUCKET, "a segment's header is one bucket");
@@ -238,6 +239,17 @@ static inline segment *slotSegment(uint64_t slot) { return (segment *)(uintptr_t
 static inline unsigned slotHomes(uint64_t slot) { return (slot >> 6) & 0x3ff; }
 static inline unsigned slotDepth(uint64_t slot) { return slot & 0x3f; }
 static inline segment *segAt(const hpset *s, size_t i) { return slotSegment(s->dir[i]); }
+/* The first of the slots of segment g, one of which is slot i. */
+static inline size_t firstSlot(const hpset *s, size_t i, const segment *g) {
+    return i & ~(((size_t)1 << (s->depth - g->depth)) - 1);
+}
+/* From a set's first time on, its directory's slots are followed by as
+ * many bounds: each its segment's earliest, so that a walk for due members
+ * reads one array, not every segment's header. */
+static inline uint64_t *boundsOf(const hpset *s) { return s->bounded ? s->dir + ((size_t)1 << s->depth) : NULL; }
+static inline size_t dirBytes(const hpset *s, unsigned depth) {
+    return (sizeof(uint64_t) << depth) * (s->bounded ? 2 : 1);
+}
 static inline size_t payloadSize(const unsigned char *e) {
     return lenCode(e) == OUT_OF_LINE ? sizeof(void *) : lenCode(e);
 }
@@ -498,33 +510,61 @@ static segment *build(hpset *s, const moving *v, size_t n, unsigned depth, unsig
     return NULL;
 }
 
+/* Sets the bounds of the slots of segment g, which starts at slot
+ * `first`, to its earliest. */
+static void fillBounds(hpset *s, size_t first, const segment *g) {
+    uint64_t *bound = boundsOf(s);
+    if (!bound) return;
+    size_t n = (size_t)1 << (s->depth - g->depth);
+    for (size_t i = 0; i < n; i++) bound[first + i] = g->earliest;
+}
+
 static void fillSlots(hpset *s, segment *g, uint64_t prefix) {
     size_t first = prefix << (s->depth - g->depth), n = (size_t)1 << (s->depth - g->depth);
     uint64_t v = slotFor(g);
     for (size_t i = 0; i < n; i++) s->dir[first + i] = v;
+    fillBounds(s, first, g);
+}
+
+/* The directory at depth+1 (step 1) or depth-1 (step -1): slot i of the
+ * new one is slot i/2 of the old, or slot 2i; bounds likewise. */
+static void resizeDir(hpset *s, int step) {
+    unsigned depth = s->depth + step;
+    size_t n = (size_t)1 << depth;
+    uint64_t *dir = countedAlloc(&s->bytes, dirBytes(s, depth)), *bound = boundsOf(s);
+    for (size_t i = 0; i < n; i++) {
+        size_t from = step > 0 ? i >> 1 : 2 * i;
+        dir[i] = s->dir[from];
+        if (bound) dir[n + i] = bound[from];
+    }
+    countedFree(&s->bytes, s->dir);
+    s->dir = dir;
+    s->depth = depth;
 }
 
 static void doubleDir(hpset *s) {
     assert(s->depth < MAX_DEPTH);
+    resizeDir(s, 1);
+    s->atDepth = 0;
+}
+
+/* Gives the directory its bounds, at a set's first time. */
+static void addBounds(hpset *s) {
     size_t n = (size_t)1 << s->depth;
     uint64_t *dir = countedAlloc(&s->bytes, 2 * n * sizeof(*dir));
-    for (size_t i = 0; i < 2 * n; i++) dir[i] = s->dir[i >> 1];
+    memcpy(dir, s->dir, n * sizeof(*dir));
+    for (size_t i = 0; i < n; i++) dir[n + i] = segAt(s, i)->earliest;
     countedFree(&s->bytes, s->dir);
     s->dir = dir;
-    s->depth++;
-    s->atDepth = 0;
+    s->bounded = 1;
 }
 
 static void halveDirWhileShallow(hpset *s) {
     while (s->depth && !s->atDepth && !pages_shared) {
-        size_t n = (size_t)1 << (s->depth - 1);
-        uint64_t *dir = countedAlloc(&s->bytes, n * sizeof(*dir));
-        for (size_t i = 0; i < n; i++) dir[i] = s->dir[2 * i];
-        countedFree(&s->bytes, s->dir);
-        s->dir = dir;
-        s->depth--;
-        for (size_t i = 0; i < n; i += (size_t)1 << (s->depth - slotDepth(dir[i])))
-            if (slotDepth(dir[i]) == s->depth) s->atDepth++;
+        resizeDir(s, -1);
+        size_t n = (size_t)1 << s->depth;
+        for (size_t i = 0; i < n; i += (size_t)1 << (s->depth - slotDepth(s->dir[i])))
+            if (slotDepth(s->dir[i]) == s->depth) s->atDepth++;
     }
 }
 
@@ -810,12 +850,17 @@ int hpsContains(const hpset *s, const unsigned char *m, size_t len) {
     return hpsContainsHashed(s, hpsHash(m, len), m, len);
 }
 
-/* Notes time t (0: none) of an entry going into segment g. */
-static void noteTime(hpset *s, segment *g, uint64_t t) {
+/* Notes time t (0: none) of an entry going into segment g, at slot. */
+static void noteTime(hpset *s, size_t slot, segment *g, uint64_t t) {
     if (!t) return;
     s->timed++;
-    g->earliest = earlierOf(g->earliest, t);
     s->earliest = earlierOf(s->earliest, t);
+    if (t >= g->earliest) return;
+    g->earliest = t;
+    if (s->bounded)
+        fillBounds(s, firstSlot(s, slot, g), g);
+    else
+        addBounds(s);
 }
 
 /* Puts the entry whose tag, len byte and payload are e's first ps bytes
@@ -834,7 +879,7 @@ static void placeNew(hpset *s, uint64_t h, unsigned char *e, size_t ps, unsigned
             if (t) putTime(e + ps, g, t);
             if (room || place(s, g, e, es)) {
                 if (room) putEntry(s, g, room, entries, e, es);
-                noteTime(s, g, t);
+                noteTime(s, slot, g, t);
                 break;
             }
         }
@@ -950,7 +995,7 @@ static void setTimeAt(hpset *s, uint64_t h, unsigned char *b, unsigned char *e, 
     if (t) {
         e[1] |= TIMED;
         putTime(f, g, t);
-        noteTime(s, g, t);
+        noteTime(s, slotOf(s, h), g, t);
     }
 }
 
@@ -1000,40 +1045,37 @@ static size_t takeDueIn(hpset *s, segment *g, uint64_t now, size_t max, hpsDueFn
     return n;
 }
 
-/* The first directory slot of the segment that holds hash position `at`
- * (a hash's top bits), after the directory may have changed depth. */
-static size_t segmentSlotAt(const hpset *s, uint64_t at) {
-    size_t i = s->depth ? at >> (64 - s->depth) : 0;
-    return i & ~(((size_t)1 << (s->depth - segAt(s, i)->depth)) - 1);
-}
-
-/* Segments whose earliest has come are read whole, and their due entries
+/* Segments whose bound has come are read whole, and their due entries
  * taken out (each handed to fn first), the segment shrinking after as a
- * delete's does; its earliest becomes the least time left. A shrink that
- * merged in a buddy not yet read reads the merged segment. A walk cut
- * short by max leaves the set's earliest as it was; a whole one sets it to
- * the segments' least. */
+ * delete's does; its earliest becomes the least time left. The walk reads
+ * the directory's bounds, and only the segments due. A shrink that merged
+ * in a buddy not yet read has the merged segment read. A walk cut short by
+ * max leaves the set's earliest as it was; a whole one sets it to the
+ * segments' least. */
 size_t hpsDue(hpset *s, uint64_t now, size_t max, hpsDueFn fn, void *ctx) {
     if (!s->timed || s->earliest > now) return 0;
     size_t n = 0;
     uint64_t earliest = NO_TIME;
     for (size_t i = 0; i < ((size_t)1 << s->depth);) {
-        segment *g = segAt(s, i);
-        if (g->earliest <= now) {
-            int whole;
-            size_t took = takeDueIn(s, g, now, max - n, fn, ctx, &whole);
-            n += took;
-            if (took) {
-                uint64_t at = s->depth ? (uint64_t)i << (64 - s->depth) : 0;
-                shrink(s, i);
-                i = segmentSlotAt(s, at);
-                g = segAt(s, i);
-            }
-            if (!whole) return n;
-            if (g->earliest <= now) continue;
+        uint64_t bound = boundsOf(s)[i];
+        if (bound > now) {
+            earliest = earlierOf(earliest, bound);
+            i++;
+            continue;
         }
-        earliest = earlierOf(earliest, g->earliest);
-        i += (size_t)1 << (s->depth - g->depth);
+        segment *g = segAt(s, i); /* i is its first slot: the ones before it had passed */
+        int whole;
+        size_t took = takeDueIn(s, g, now, max - n, fn, ctx, &whole);
+        n += took;
+        if (took) {
+            uint64_t at = s->depth ? (uint64_t)i << (64 - s->depth) : 0;
+            shrink(s, i);
+            i = s->depth ? at >> (64 - s->depth) : 0;
+            g = segAt(s, i);
+            i = firstSlot(s, i, g);
+        }
+        fillBounds(s, i, g);
+        if (!whole) return n;
     }
     s->earliest = earliest;
     return n;
@@ -1248,8 +1290,10 @@ const char *hpsCheck(const hpset *s) {
         if (g->depth > s->depth) FAIL("segment deeper than the directory");
         size_t run = (size_t)1 << (s->depth - g->depth);
         if (i % run) FAIL("segment at slot %zu not aligned", i);
-        for (size_t k = 0; k < run; k++)
+        for (size_t k = 0; k < run; k++) {
             if (s->dir[i + k] != slotFor(g)) FAIL("slot %zu not its segment's", i + k);
+            if (s->bounded && boundsOf(s)[i + k] != g->earliest) FAIL("slot %zu's bound not its segment's", i + k);
+        }
         if (zmalloc_size((void *)g) != segBytes(g->homes)) FAIL("segment not a size class");
         if (sizeClassOf(g) == SEG_SIZES) FAIL("odd home count %u", g->homes);
         bytes += zmalloc_size((void *)g);
@@ -1302,6 +1346,7 @@ const char *hpsCheck(const hpset *s) {
     if (count != s->count) FAIL("count %llu, members %llu", (unsigned long long)s->count, (unsigned long long)count);
     if (segments != s->segments) FAIL("segments wrong");
     if (timed != s->timed) FAIL("timed %llu, counted %llu", (unsigned long long)s->timed, (unsigned long long)timed);
+    if (timed && !s->bounded) FAIL("times without bounds");
     if (atDepth != s->atDepth) FAIL("atDepth %llu, counted %llu", (unsigned long long)s->atDepth, (unsigned long long)atDepth);
     if (bytes != s->bytes) FAIL("bytes %zu, counted %zu", s->bytes, bytes);
     return NULL;
