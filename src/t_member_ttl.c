@@ -923,9 +923,22 @@ static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire
 
 /* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
  * MEMBERS n <items>` (items: n members, or n score-member pairs), which
- * replays what happened here whatever the conditions. */
+ * replays what happened here whatever the conditions. A command that was
+ * `name key EX|PX|EXAT|PXAT t MEMBERS n <items>` and went through whole
+ * (nothing after its items, every one taken) keeps its vector, with PXAT and the
+ * time written over its own two (as upstream rewrites SET's EX), or as it
+ * is when they were PXAT. `first` is where the block's items begin when
+ * every one went through, else 0. */
 static void rewriteAddex(client *c, robj **name, const char *namestr, int flags, robj *expire, mstime_t when,
-                         robj **items, long long n, int per) {
+                         robj **items, long long n, int per, int first) {
+    if (first == 6 && c->argc == 6 + n * per && expire && expire == c->argv[3]) {
+        if (!strcasecmp(objectGetVal(c->argv[2]), "pxat")) return;
+        robj *t = createStringObjectFromLongLong(when);
+        rewriteClientCommandArgument(c, 2, sharedName(&pxat_arg, "PXAT"));
+        rewriteClientCommandArgument(c, 3, t);
+        decrRefCount(t);
+        return;
+    }
     int argc = 0;
     robj **argv = zmalloc(sizeof(robj *) * (n * per + 6));
     argv[argc++] = sharedName(name, namestr);
@@ -1004,7 +1017,7 @@ void saddexCommand(client *c) {
         saddexMember(c->db, set, objectGetVal(c->argv[first + i]), flags, expire, when);
     }
     tidyIndex(c->db, set);
-    rewriteAddex(c, &saddex_cmd, "SADDEX", flags, expire, when, c->argv + first, n, 1);
+    rewriteAddex(c, &saddex_cmd, "SADDEX", flags, expire, when, c->argv + first, n, 1, first);
     notifyKeyspaceEvent(NOTIFY_SET, "sadd", c->argv[1], c->db->id);
     if (expire) notifyKeyspaceEvent(NOTIFY_SET, "sexpire", c->argv[1], c->db->id);
     signalModifiedKey(c, c->db, c->argv[1]);
@@ -1120,7 +1133,7 @@ void zaddexCommand(client *c) {
         return;
     }
     tidyIndex(c->db, zobj);
-    rewriteAddex(c, &zaddex_cmd, "ZADDEX", flags, expire, when, through, nthrough / 2, 2);
+    rewriteAddex(c, &zaddex_cmd, "ZADDEX", flags, expire, when, through, nthrough / 2, 2, nthrough == 2 * n ? first : 0);
     zfree(through);
     notifyKeyspaceEvent(NOTIFY_ZSET, "zadd", c->argv[1], c->db->id);
     if (expire) notifyKeyspaceEvent(NOTIFY_ZSET, "zexpire", c->argv[1], c->db->id);

@@ -182,6 +182,8 @@ start_server {tags {"fork" "set"}} {
         r saddex s2 mnx ex 100 members 1 x
         r saddex s2 keepttl members 1 y
         r saddex s2 members 1 x
+        r saddex s2 ex 100 members 1 w
+        r saddex s2 pxat 99999999999999 members 1 v
         r spexpire s2 1 members 1 x
         after 20
         r scard s2
@@ -194,6 +196,8 @@ start_server {tags {"fork" "set"}} {
             {saddex s2 PXAT * MEMBERS 1 x}
             {saddex s2 KEEPTTL MEMBERS 1 y}
             {saddex s2 MEMBERS 1 x}
+            {saddex s2 PXAT * members 1 w}
+            {saddex s2 pxat 99999999999999 members 1 v}
             {spexpireat s2 * MEMBERS 1 x}
             {srem s2 x}
         }
@@ -541,6 +545,7 @@ start_server {tags {"fork" "zset"}} {
         set repl [attach_to_replication_stream]
         r zaddex z nx ch ex 100 members 2 1 a 2 b
         r zaddex z gt members 2 0 a 5 b
+        r zaddex z3 px 100000 members 1 3 c
         r zexpire z 10 members 1 b
         r zexpireat z 1 members 1 a
         r zpexpire z 1 members 1 b
@@ -550,6 +555,7 @@ start_server {tags {"fork" "zset"}} {
             {select *}
             {zaddex z PXAT * MEMBERS 2 1 a 2 b}
             {zaddex z MEMBERS 1 5 b}
+            {zaddex z3 PXAT * members 1 3 c}
             {zpexpireat z * MEMBERS 1 b}
             {zrem z a}
             {zpexpireat z * MEMBERS 1 b}
