@@ -542,11 +542,21 @@ const char *memberTtlCheck(robj *o) {
 
 /* --- Arguments --- */
 
+/* Whether argument s is the option `name` (lower-case letters), in any
+ * case: the lengths first, which settles most misses without a call. */
+static inline int optIs(sds s, const char *name) {
+    size_t len = strlen(name);
+    if (sdslen(s) != len) return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((s[i] | 0x20) != name[i]) return 0;
+    return 1;
+}
+
 /* Parses `MEMBERS nummembers member...` at argv[at] (the STTL family and
  * SPERSIST: the block is the command's last). Returns the index of the
  * first member, or 0 after an error reply. */
 static int parseFixedMembers(client *c, int at, long long *n) {
-    if (at >= c->argc || strcasecmp(objectGetVal(c->argv[at]), "members")) {
+    if (at >= c->argc || !optIs(objectGetVal(c->argv[at]), "members")) {
         addReplyError(c, "Mandatory argument MEMBERS is missing or not at the right position");
         return 0;
     }
@@ -626,13 +636,13 @@ static void expireGeneric(client *c, memberKind *k, mstime_t basetime, int unit)
     int flags = 0, first = 0, condidx = 0;
     long long n = 0;
     for (int j = 3; j < c->argc;) {
-        const char *opt = objectGetVal(c->argv[j]);
-        int flag = !strcasecmp(opt, "nx")   ? EXPIRE_NX
-                   : !strcasecmp(opt, "xx") ? EXPIRE_XX
-                   : !strcasecmp(opt, "gt") ? EXPIRE_GT
-                   : !strcasecmp(opt, "lt") ? EXPIRE_LT
+        sds opt = objectGetVal(c->argv[j]);
+        int flag = optIs(opt, "nx")   ? EXPIRE_NX
+                   : optIs(opt, "xx") ? EXPIRE_XX
+                   : optIs(opt, "gt") ? EXPIRE_GT
+                   : optIs(opt, "lt") ? EXPIRE_LT
                                             : 0;
-        if (!strcasecmp(opt, "members")) {
+        if (optIs(opt, "members")) {
             if (parseMembersBlock(c, &j, &first, &n, "Parameter `numMembers` should be greater than 0") != C_OK)
                 return;
         } else if (flag) {
@@ -846,8 +856,8 @@ static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, c
     int unit = UNIT_SECONDS;
     mstime_t basetime = 0;
     for (int j = 2; j < c->argc;) {
-        const char *opt = objectGetVal(c->argv[j]);
-        if (!strcasecmp(opt, "members")) {
+        sds opt = objectGetVal(c->argv[j]);
+        if (optIs(opt, "members")) {
             long long count;
             int at = j;
             if (parseMembersBlock(c, &j, first, &count, badcount) != C_OK) return C_ERR;
@@ -862,9 +872,9 @@ static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, c
             *n = count;
             continue;
         }
-        int ex = !strcasecmp(opt, "ex") || !strcasecmp(opt, "px") || !strcasecmp(opt, "exat") ||
-                 !strcasecmp(opt, "pxat");
-        if (ex || !strcasecmp(opt, "keepttl")) {
+        int ex = optIs(opt, "ex") || optIs(opt, "px") || optIs(opt, "exat") ||
+                 optIs(opt, "pxat");
+        if (ex || optIs(opt, "keepttl")) {
             if (*expire || (*flags & ADDEX_KEEPTTL)) {
                 addReplyError(c, "Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified");
                 return C_ERR;
@@ -932,7 +942,7 @@ static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire
 static void rewriteAddex(client *c, robj **name, const char *namestr, int flags, robj *expire, mstime_t when,
                          robj **items, long long n, int per, int first) {
     if (first == 6 && c->argc == 6 + n * per && expire && expire == c->argv[3]) {
-        if (!strcasecmp(objectGetVal(c->argv[2]), "pxat")) return;
+        if (optIs(objectGetVal(c->argv[2]), "pxat")) return;
         robj *t = createStringObjectFromLongLong(when);
         rewriteClientCommandArgument(c, 2, sharedName(&pxat_arg, "PXAT"));
         rewriteClientCommandArgument(c, 3, t);
@@ -961,8 +971,8 @@ static void rewriteAddex(client *c, robj **name, const char *namestr, int flags,
 
 static int saddexOption(client *c, int j, void *ctx) {
     int *flags = ctx;
-    const char *opt = objectGetVal(c->argv[j]);
-    int cond = !strcasecmp(opt, "mnx") ? ADDEX_MNX : !strcasecmp(opt, "mxx") ? ADDEX_MXX : 0;
+    sds opt = objectGetVal(c->argv[j]);
+    int cond = optIs(opt, "mnx") ? ADDEX_MNX : optIs(opt, "mxx") ? ADDEX_MXX : 0;
     if (!cond) return 0;
     if (*flags & (ADDEX_MNX | ADDEX_MXX)) {
         addReplyError(c, "Only one of MXX or MNX arguments can be specified");
@@ -1033,12 +1043,12 @@ void saddexCommand(client *c) {
  * let through. */
 static int zaddexOption(client *c, int j, void *ctx) {
     int *zflags = ctx;
-    const char *opt = objectGetVal(c->argv[j]);
-    int f = !strcasecmp(opt, "nx")   ? ZADD_IN_NX
-            : !strcasecmp(opt, "xx") ? ZADD_IN_XX
-            : !strcasecmp(opt, "gt") ? ZADD_IN_GT
-            : !strcasecmp(opt, "lt") ? ZADD_IN_LT
-            : !strcasecmp(opt, "ch") ? ZADDEX_CH
+    sds opt = objectGetVal(c->argv[j]);
+    int f = optIs(opt, "nx")   ? ZADD_IN_NX
+            : optIs(opt, "xx") ? ZADD_IN_XX
+            : optIs(opt, "gt") ? ZADD_IN_GT
+            : optIs(opt, "lt") ? ZADD_IN_LT
+            : optIs(opt, "ch") ? ZADDEX_CH
                                      : 0;
     *zflags |= f;
     return f ? 1 : 0;

@@ -130,7 +130,15 @@ start_server {tags {"fork" "set"}} {
         assert_error {*missing expire time*} {r saddex s members 1 a ex}
         assert_error {*unknown argument*} {r saddex s fnx members 1 a}
         assert_error {*missing MEMBERS*} {r saddex s mnx ex 10}
+        assert_error {*unknown argument*} {r saddex s e members 1 a}
+        assert_error {*unknown argument*} {r saddex s exa 10 members 1 a}
         assert_equal {a} [r smembers s]
+        # Options in any case.
+        assert_equal 1 [r saddex s2 MnX eXaT 4102444800 MeMbErS 1 x]
+        assert_equal {1} [r sexpireat s2 4102444801 Gt MEMBERS 1 x]
+        assert_equal {4102444801} [r sexpiretime s2 mEmBeRs 1 x]
+        assert_equal 1 [r zaddex z2 Nx Ch pX 100000 Members 1 1 x]
+        r del s2 z2
     }
 
     test {No command sees a due member; a set whose members all expire is deleted} {
