@@ -11,8 +11,10 @@
  * segments, and a directory of the hash's top bits points to the segments
  * (extendible hashing):
  *
- *   hpset { tag, count, dir[2^depth], timed, earliest }
+ *   hpset { tag, count, dir[2^depth] (+ bound[2^depth]), timed, earliest }
  *                        |  slot = segment pointer << 16 | homes << 6 | depth
+ *                        |  bound = the slot's segment's earliest, from the
+ *                        |          set's first time on (boundsOf)
  *                        +--> segment (a bucket's room of header, then buckets)
  *                             [earliest base count used homes depth moreBits ...]
  *                             [bucket 0][bucket 1] ... [bucket homes-1]
@@ -60,7 +62,8 @@
  *   segments of depth `depth`.
  * - bytes is what the set has allocated, for MEMORY USAGE in O(1).
  * - timed counts the entries with a time; a segment's earliest is at most
- *   every time it holds, and the set's at most every time.
+ *   every time it holds, and the set's at most every time. A set that has
+ *   had a time has bounds, each its slot's segment's earliest.
  *
  * Growth: a segment past its load (MAX_LOAD and its kin) is rebuilt a size
  * class larger (two from WIDE_HOMES on, in a big set), placing entries by
