@@ -235,8 +235,6 @@ static long long memberExpire(robj *o, sds m) {
     return (long long)score;
 }
 
-/* Gives a member of the key an expire time; the key moves to the big
- * form and into the database's volatile items if it was not there. */
 /* Marks a big set as having times and tracks it in its database's
  * volatile items, if it was not. */
 static void trackSet(serverDb *db, robj *set) {
@@ -246,6 +244,8 @@ static void trackSet(serverDb *db, robj *set) {
     dbTrackKeyWithVolatileItems(db, set);
 }
 
+/* Gives a member of the key an expire time; the key moves to the big
+ * form and into the database's volatile items if it was not there. */
 static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
     if (o->encoding != OBJ_ENCODING_BTREE) {
         if (o->type == OBJ_SET)
@@ -254,8 +254,7 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
     if (bigSet(o)) {
-        int had;
-        serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when, &had));
+        serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when, NULL));
         trackSet(db, o);
         return;
     }
@@ -889,7 +888,7 @@ static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, c
                 return C_ERR;
             }
             unit = (opt[0] == 'p' || opt[0] == 'P') ? UNIT_MILLISECONDS : UNIT_SECONDS;
-            basetime = strlen(opt) == 2 ? commandTimeSnapshot() : 0;
+            basetime = sdslen(opt) == 2 ? commandTimeSnapshot() : 0;
             *expire = c->argv[j + 1];
             j += 2;
             continue;

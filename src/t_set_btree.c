@@ -490,19 +490,19 @@ int setBtreeMemberTime(robj *set, const char *m, size_t len, long long *when) {
     return t != 0;
 }
 
-/* Gives a member a time (when < 0: takes it away), setting *had to
- * whether it had one. Returns 0 if it is no member. */
+/* Gives a member a time (when < 0: takes it away), setting *had (unless
+ * NULL) to whether it had one. Returns 0 if it is no member. */
 int setBtreeSetMemberTime(robj *set, const char *m, size_t len, long long when, int *had) {
     if (when >= 0 && isIntegers(set)) moveToStrings(set, 0);
     hpset *hs = stringsOf(set);
-    *had = 0;
+    if (had) *had = 0;
     if (!hs) return setBtreeIsMember(set, m, len);
     storedMember s;
     uint64_t old = 0;
     storeMember(&s, m, len);
     int found = hpsSetTimeHashed(hs, s.hash, s.p, s.len, engineTime(when), &old);
     storedMemberDone(&s);
-    *had = old != 0;
+    if (had) *had = old != 0;
     return found;
 }
 
