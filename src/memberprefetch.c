@@ -222,10 +222,6 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
     if (!memberArgs(cmd, argv, argc, &first, &step, &end)) return;
     void *v = valueOf(b, c, argv[1]);
     if (!v) return;
-    /* SADDEX and ZADDEX also look their members up in the key's index of
-     * times (t_member_ttl.c), a tree of its own once it holds 129. */
-    zbt *ttls = cmd->proc == saddexCommand || cmd->proc == zaddexCommand ? memberTtlIndexTree(b->lastVal) : NULL;
-    if (ttls) addTreeMembers(b, ttls, argv, first, step, end);
     if (ibsIsSet(v)) {
         /* Integers: the block each would be in. */
         for (int j = first; j < end && !batchFull(b); j += step) {

@@ -7,35 +7,29 @@
  * sorted sets (ZADDEX, ZEXPIRE, ZTTL, ZPERSIST, ...).
  *
  * A set or sorted set with a member that has an expire time is in its big
- * form (t_set_btree.c, t_zset_btree.c). A set keeps each time in its
- * member's entry (hpset.c: a set of integers moves to the string form),
- * with a bound no later than any time in each segment and in the set. A
- * sorted set's engine carries an index of the times: a sorted set whose
- * members are the key's volatile members, scored by their expire times in
- * Unix milliseconds, upstream's (a listpack while small) or ours
- * (zbtree.c) past that:
+ * form (t_set_btree.c, t_zset_btree.c), whose engine keeps each time in
+ * its member's entry (a set of integers moves to the string form), with a
+ * bound no later than any time in each segment or leaf, and in the key:
  *
  *   robj { OBJ_SET, BTREE }  --> hpset { ..., timed, earliest, mark }
  *                                  entry [member][time]
- *   robj { OBJ_ZSET, BTREE } --> zbt { ..., aux } --> robj { OBJ_ZSET }
- *                                  member -> expire time (ms), ordered by time
+ *   robj { OBJ_ZSET, BTREE } --> zbt { ..., mark, times { earliest,
+ *                                  timed, bound per leaf } }
+ *                                  entry [score][member][time]
  *
- * So a set's member's time is read with it, and its due members are found
- * in the segments whose bound has come (setBtreeDue); a sorted set's
- * earliest time is the index's first entry, a member's time a score
- * lookup, and the members due a prefix of the index.
+ * So a member's time is read with it, and the due members are found in
+ * the segments or leaves whose bound has come (setBtreeDue, zbtDue).
  *
  * Invariants:
  * - A time is no later than TTL_MAX_MS (2^48 ms, Redis's bound for a
  *   member's time; a score holds every time up to 2^53 exactly). Every
  *   member of an index is a member of the key.
- * - A sorted set has an index, possibly empty, and a set its mark, exactly
- *   while the key is in its database's keys_with_volatile_items
- *   (objectHasVolatileItems), which the FIELDS job of active expiry
- *   (expire.c) walks. Removing a member (setBtreeRemove, zsetDel,
- *   ZREMRANGE*) takes its time away and may leave none; whoever next holds
- *   the database for it (a TTL command, a reclaim) untracks the key
- *   (tidyIndex).
+ * - A key has its mark set exactly while it is in its database's
+ *   keys_with_volatile_items (objectHasVolatileItems), which the FIELDS
+ *   job of active expiry (expire.c) walks. Removing a member
+ *   (setBtreeRemove, zsetDel, ZREMRANGE*) takes its time away and may
+ *   leave none; whoever next holds the database for it (a TTL command, a
+ *   reclaim) untracks the key (tidyIndex).
  * - A tracked key stays in the big form: SPOP of most of a set, which
  *   rebuilds the rest into a new small set, pops one by one instead.
  *
@@ -63,9 +57,9 @@
 
 /* 2^48 ms, in the year 10889: Redis's bound for a member's time. */
 #define TTL_MAX_MS (1LL << 48)
-/* How long active expiry lets a set's due members gather before it reads
- * its due segments for them (docs/engine.md part 8). */
-#define SET_RECLAIM_LAG_MS 1000
+/* How long active expiry lets a key's due members gather before it reads
+ * its due segments or leaves for them (docs/engine.md part 8). */
+#define RECLAIM_LAG_MS 3000
 /* Members a propagated SREM names at most. */
 #define RECLAIM_BATCH 1024
 
@@ -100,46 +94,47 @@ static robj *sharedName(robj **o, const char *name) {
     return *o;
 }
 
-/* --- The index --- */
+/* --- The engines' times --- */
 
 /* A big set: its times are in its engine (setBtreeMemberTime and kin). */
 static int bigSet(const robj *o) {
     return o->type == OBJ_SET && o->encoding == OBJ_ENCODING_BTREE;
 }
 
-/* Where a sorted set's engine keeps its index, or NULL for a key that
- * cannot have one (another type, a small form). */
-static robj **ttlSlot(robj *o) {
-    if (o->encoding != OBJ_ENCODING_BTREE || o->type != OBJ_ZSET) return NULL;
-    return (robj **)zbtAux(objectGetVal(o));
+/* A big sorted set's tree, NULL for any other key. */
+static zbt *treeOf(const robj *o) {
+    return o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_BTREE ? objectGetVal(o) : NULL;
 }
 
-static robj *ttlIndex(robj *o) {
-    robj **slot = ttlSlot(o);
-    return slot ? *slot : NULL;
+/* The engines count times from 1 ms: a time of 0, long past, is kept as
+ * 1 (as t_set_btree.c does). */
+static uint64_t engineTime(long long when) {
+    return when < 0 ? 0 : when == 0 ? 1 : (uint64_t)when;
 }
 
-/* The index's tree, for the read-ahead of SADDEX and ZADDEX
- * (memberprefetch.c); NULL while it is a listpack or there is none. */
-zbt *memberTtlIndexTree(robj *o) {
-    robj *ttls = ttlIndex(o);
-    return ttls && ttls->encoding == OBJ_ENCODING_BTREE ? objectGetVal(ttls) : NULL;
+static unsigned long timedCount(robj *o) {
+    if (bigSet(o)) return setBtreeTimedCount(o);
+    zbt *t = treeOf(o);
+    return t ? zbtTimedCount(t) : 0;
 }
 
 bool objectHasVolatileMembers(robj *o) {
-    if (bigSet(o)) return setBtreeTimedCount(o) != 0;
-    robj *ttls = ttlIndex(o);
-    return ttls && zsetLength(ttls);
+    return timedCount(o) != 0;
 }
 
-/* Whether the key is in its database's volatile items: a sorted set while
- * it has an index, a set while its mark is set. */
+/* The key's mark: whether its database tracks it for its times. NULL for
+ * a key that cannot have a time (another type, a small form, a set of
+ * integers). */
+static uint8_t *markOf(robj *o) {
+    if (bigSet(o)) return setBtreeMark(o);
+    zbt *t = treeOf(o);
+    return t ? zbtMark(t) : NULL;
+}
+
+/* Whether the key is in its database's volatile items. */
 static int tracked(robj *o) {
-    if (bigSet(o)) {
-        uint8_t *mark = setBtreeMark(o);
-        return mark && *mark;
-    }
-    return ttlIndex(o) != NULL;
+    uint8_t *mark = markOf(o);
+    return mark && *mark;
 }
 
 bool objectHasVolatileItems(robj *o) {
@@ -163,85 +158,23 @@ static unsigned long memberCount(robj *o) {
     return o->type == OBJ_SET ? setTypeSize(o) : zsetLength(o);
 }
 
-void memberTtlIndexFree(robj *ttls) {
-    if (ttls) decrRefCount(ttls);
-}
-
-size_t memberTtlIndexAllocSize(robj *ttls) {
-    if (!ttls) return 0;
-    void *v = objectGetVal(ttls);
-    size_t bytes = zmalloc_size(ttls);
-    return bytes + (ttls->encoding == OBJ_ENCODING_LISTPACK ? zmalloc_size(v) : zbtAllocSize(v));
-}
-
-void memberTtlIndexForget(robj *ttls, const char *m, size_t len) {
-    if (ttls->encoding == OBJ_ENCODING_BTREE) {
-        zbtDelete(objectGetVal(ttls), (const unsigned char *)m, len, NULL);
-        return;
-    }
-    sds s = sdsnewlen(m, len);
-    zsetDel(ttls, s);
-    sdsfree(s);
-}
-
-/* ZREMRANGEBYSCORE (sr), BYLEX (lr) or BYRANK (start..end) on a tree
- * with times: the times of the members in the range go before the range
- * does. */
-void memberTtlForgetZsetRange(zbt *t, const zbtScoreRange *sr, const zbtLexRange *lr, unsigned long start,
-                              unsigned long end) {
-    robj *ttls = *zbtAux(t);
-    zbtCursor *c = zmalloc(sizeof(*c));
-    if (sr || lr) {
-        int found = sr ? zbtFirstInScoreRange(t, sr, c) : zbtFirstInLexRange(t, lr, c);
-        if (!found) {
-            zfree(c);
-            return;
-        }
-        start = zbtCursorRank(c);
-        serverAssert(sr ? zbtLastInScoreRange(t, sr, c) : zbtLastInLexRange(t, lr, c));
-        end = zbtCursorRank(c);
-    }
-    int more = zbtAtRank(t, start, c);
-    for (unsigned long r = start; more && r <= end; r++, more = zbtNext(c))
-        memberTtlIndexForget(ttls, (const char *)c->member, c->len);
-    zfree(c);
-}
-
-/* The index's earliest entry: 0 when it is empty, else 1 with *when set
- * and, if m is not NULL, *m a new sds of the member. */
-static int indexFirst(robj *ttls, sds *m, long long *when) {
-    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
-        unsigned char *zl = objectGetVal(ttls);
-        unsigned char *eptr = lpSeek(zl, 0);
-        if (!eptr) return 0;
-        *when = (long long)zzlGetScore(lpNext(zl, eptr));
-        if (m) *m = lpGetObject(eptr);
-        return 1;
-    }
-    zbtCursor c;
-    if (!zbtFirst(objectGetVal(ttls), &c)) return 0;
-    *when = (long long)c.score;
-    if (m) *m = sdsnewlen(c.member, c.len);
-    return 1;
-}
-
 /* The member's expire time, or EXPIRY_NONE. */
 static long long memberExpire(robj *o, sds m) {
     long long when;
     if (bigSet(o)) return setBtreeMemberTime(o, m, sdslen(m), &when) ? when : EXPIRY_NONE;
-    robj *ttls = ttlIndex(o);
-    double score;
-    if (!ttls || zsetScore(ttls, m, &score) == C_ERR) return EXPIRY_NONE;
-    return (long long)score;
+    zbt *t = treeOf(o);
+    uint64_t w = 0;
+    if (!t || !zbtTimedCount(t) || !zbtTime(t, (const unsigned char *)m, sdslen(m), &w) || !w) return EXPIRY_NONE;
+    return (long long)w;
 }
 
-/* Marks a big set as having times and tracks it in its database's
+/* Marks a big key as having times and tracks it in its database's
  * volatile items, if it was not. */
-static void trackSet(serverDb *db, robj *set) {
-    uint8_t *mark = setBtreeMark(set);
+static void trackKey(serverDb *db, robj *o) {
+    uint8_t *mark = markOf(o);
     if (*mark) return;
     *mark = 1;
-    dbTrackKeyWithVolatileItems(db, set);
+    dbTrackKeyWithVolatileItems(db, o);
 }
 
 /* Gives a member of the key an expire time; the key moves to the big
@@ -253,130 +186,61 @@ static void setMemberExpire(serverDb *db, robj *o, sds m, long long when) {
         else
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
-    if (bigSet(o)) {
+    if (bigSet(o))
         serverAssert(setBtreeSetMemberTime(o, m, sdslen(m), when, NULL));
-        trackSet(db, o);
-        return;
-    }
-    robj **slot = ttlSlot(o);
-    if (!*slot) {
-        *slot = createZsetListpackObject();
-        dbTrackKeyWithVolatileItems(db, o);
-    }
-    int out = 0;
-    zsetAdd(*slot, (double)when, m, ZADD_IN_NONE, &out, NULL);
+    else
+        serverAssert(zbtSetTime(treeOf(o), (const unsigned char *)m, sdslen(m), engineTime(when), NULL));
+    trackKey(db, o);
 }
 
 /* Returns 1 if the member had an expire time. */
 static int persistMember(robj *o, sds m) {
     int had;
     if (bigSet(o)) return setBtreeSetMemberTime(o, m, sdslen(m), -1, &had) && had;
-    robj *ttls = ttlIndex(o);
-    return ttls && zsetDel(ttls, m);
+    zbt *t = treeOf(o);
+    uint64_t old = 0;
+    return t && zbtTimedCount(t) && zbtSetTime(t, (const unsigned char *)m, sdslen(m), 0, &old) && old;
 }
 
-/* Frees an index left empty and takes the key out of the volatile items. */
+/* Takes a key left without times out of the volatile items. */
 static void tidyIndex(serverDb *db, robj *o) {
-    if (bigSet(o)) {
-        if (!tracked(o) || setBtreeTimedCount(o)) return;
-        dbUntrackKeyWithVolatileItems(db, o);
-        *setBtreeMark(o) = 0;
-        return;
-    }
-    robj *ttls = ttlIndex(o);
-    if (!ttls || zsetLength(ttls)) return;
+    if (!tracked(o) || timedCount(o)) return;
     dbUntrackKeyWithVolatileItems(db, o);
-    *ttlSlot(o) = NULL;
-    memberTtlIndexFree(ttls);
+    *markOf(o) = 0;
 }
 
 /* --- Removing due members --- */
 
-/* Drops the index's n earliest entries, in one go: the tree lays each
- * leaf out once, where one delete at a time would lay it out per entry. */
-static void indexDropFirst(robj *ttls, size_t n) {
-    if (!n) return;
-    if (ttls->encoding == OBJ_ENCODING_LISTPACK)
-        objectSetVal(ttls, lpDeleteRange(objectGetVal(ttls), 0, 2 * n)); /* member, time */
-    else
-        zbtDeleteRankRange(objectGetVal(ttls), 0, n - 1);
-}
-
-typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
-static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx);
-
-/* Due members asked for in the key ahead of their removal. */
-#define DUE_AHEAD 8
-
-typedef struct dueWalk {
-    robj *o;
-    mstime_t now;
-    size_t max, seen, n;
+typedef struct takenDue {
     void (*fn)(void *ctx, robj *m);
     void *ctx;
-    robj *ahead[DUE_AHEAD]; /* Asked for, not yet removed: entry i at i % DUE_AHEAD. */
-} dueWalk;
+} takenDue;
 
-static void removeDueMember(dueWalk *w, robj *member) {
-    serverAssert(removeMember(w->o, objectGetVal(member)));
-    w->fn(w->ctx, member);
-    w->n++;
-}
-
-/* A due entry's member is asked for in the key at once (a sorted set's
- * leaf half way) and removed DUE_AHEAD entries later, so that the misses
- * of a run of them overlap (one after another, the key's bucket was 29% of
- * active expiry's CPU at 1,000 keys of 10,000 members, `perf` at
- * a04386b). */
-static int removeDueEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
-    dueWalk *w = ctx;
-    if (w->seen == w->max || when > w->now) return 0;
+static void takeDue(void *ctx, const unsigned char *m, size_t len) {
+    takenDue *d = ctx;
     /* One allocation, which SREM / ZREM propagates as it is. */
-    robj *member = createStringObject((const char *)m, len);
-    prefetchValueMember(w->o, m, len, 0);
-    robj *half = w->ahead[(w->seen + DUE_AHEAD / 2) % DUE_AHEAD]; /* DUE_AHEAD / 2 entries back */
-    if (half) prefetchValueMember(w->o, objectGetVal(half), sdslen(objectGetVal(half)), 1);
-    size_t slot = w->seen++ % DUE_AHEAD;
-    if (w->ahead[slot]) removeDueMember(w, w->ahead[slot]);
-    w->ahead[slot] = member;
-    return 1;
-}
-
-typedef struct setDue {
-    void (*fn)(void *ctx, robj *m);
-    void *ctx;
-} setDue;
-
-static void takeSetDue(void *ctx, const unsigned char *m, size_t len, long long when) {
-    UNUSED(when);
-    setDue *d = ctx;
-    /* One allocation, which SREM propagates as it is. */
     d->fn(d->ctx, createStringObject((const char *)m, len));
 }
 
-/* A set's due members, taken out segment by segment where its engine
- * finds them. */
-static size_t removeSetDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
-    setDue d = {fn, ctx};
-    return setBtreeDue(o, now, max, takeSetDue, &d);
+static void takeSetDue(void *ctx, const unsigned char *m, size_t len, long long when) {
+    UNUSED(when);
+    takeDue(ctx, m, len);
+}
+
+static void takeZsetDue(void *ctx, const unsigned char *m, size_t len, double score, uint64_t when) {
+    UNUSED(score);
+    UNUSED(when);
+    takeDue(ctx, m, len);
 }
 
 /* Removes the key's members due at `now`, up to max, handing each to fn
- * (which takes the object). A sorted set's are the front of its index,
- * dropped from it at once after the walk; the index is taken off the key
- * meanwhile, so that removing a member does not look its time up again.
- * Returns how many. */
+ * (which takes the object): its engine takes them out segment by segment,
+ * or leaf by leaf, where it finds them. Returns how many. */
 static size_t removeDue(robj *o, mstime_t now, size_t max, void (*fn)(void *ctx, robj *m), void *ctx) {
-    if (bigSet(o)) return removeSetDue(o, now, max, fn, ctx);
-    robj *ttls = ttlIndex(o);
-    dueWalk w = {.o = o, .now = now, .max = max, .fn = fn, .ctx = ctx};
-    *ttlSlot(o) = NULL;
-    forEachEntry(ttls, removeDueEntry, &w);
-    for (size_t i = w.seen; i < w.seen + DUE_AHEAD; i++)
-        if (w.ahead[i % DUE_AHEAD]) removeDueMember(&w, w.ahead[i % DUE_AHEAD]);
-    *ttlSlot(o) = ttls;
-    indexDropFirst(ttls, w.n);
-    return w.n;
+    takenDue d = {fn, ctx};
+    if (bigSet(o)) return setBtreeDue(o, now, max, takeSetDue, &d);
+    zbt *t = treeOf(o);
+    return t && now >= 1 ? zbtDue(t, (uint64_t)now, max, takeZsetDue, &d) : 0;
 }
 
 typedef struct dueBatch {
@@ -439,12 +303,12 @@ static size_t reclaimDue(serverDb *db, robj *o, robj *keyobj, mstime_t now, unsi
     return total;
 }
 
-/* Earliest time of the key's index, LLONG_MAX without one. */
+/* At most the earliest time of the key's members, LLONG_MAX without one. */
 static long long earliest(robj *o) {
     if (bigSet(o)) return setBtreeEarliest(o);
-    robj *ttls = ttlIndex(o);
-    long long when;
-    return ttls && indexFirst(ttls, NULL, &when) ? when : LLONG_MAX;
+    zbt *t = treeOf(o);
+    uint64_t when = t ? zbtEarliest(t) : 0;
+    return when ? (long long)when : LLONG_MAX;
 }
 
 /* A copy of the key without its members due at `now`, or NULL if none is
@@ -477,10 +341,10 @@ robj *memberTtlOnLookup(serverDb *db, robj *key, robj *o, int lookup_flags, int 
 }
 
 size_t memberTtlReclaim(robj *o, serverDb *db, mstime_t now, unsigned long max, int didx) {
-    /* A set's due members are found by reading its due segments whole, so
+    /* Due members are found by reading due segments or leaves whole, so
      * active expiry lets them gather for a while first (a lookup takes
      * them at once). */
-    if (earliest(o) > now - (bigSet(o) ? SET_RECLAIM_LAG_MS : 0)) {
+    if (earliest(o) > now - RECLAIM_LAG_MS) {
         tidyIndex(db, o);
         return 0;
     }
@@ -498,22 +362,19 @@ sds memberTtlInfo(sds info) {
     return sdscatprintf(info, "expired_members:%lld\r\n", stat_expired_members);
 }
 
+typedef int (*ttlEntryFn)(void *ctx, const unsigned char *m, size_t len, long long when);
 static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx);
 
 /* --- DEBUG BTREE --- */
 
 sds memberTtlDebugInfo(sds s, robj *o) {
-    robj *ttls = ttlIndex(o);
     long long when = earliest(o);
-    unsigned long long n = bigSet(o) ? setBtreeTimedCount(o) : ttls ? zsetLength(ttls) : 0;
-    return sdscatfmt(s, "volatile_members:%U\r\nearliest_expire_ms:%I\r\nttl_index_bytes:%U\r\n", n,
-                     when == LLONG_MAX ? -1 : when,
-                     (unsigned long long)memberTtlIndexAllocSize(ttls));
+    return sdscatfmt(s, "volatile_members:%U\r\nearliest_expire_ms:%I\r\n", (unsigned long long)timedCount(o),
+                     when == LLONG_MAX ? -1 : when);
 }
 
 typedef struct checkCtx {
     robj *o;
-    long long prev;
     const char *err;
 } checkCtx;
 
@@ -524,18 +385,16 @@ static int checkTtlEntry(void *ctx, const unsigned char *m, size_t len, long lon
         cc->err = "an expire time for no member";
     else if (when < 0 || when > TTL_MAX_MS)
         cc->err = "an expire time out of range";
-    else if (cc->o->type == OBJ_ZSET && when < cc->prev)
-        cc->err = "expire times out of order";
     else if (when < earliest(cc->o))
         cc->err = "an expire time before the key's earliest";
     sdsfree(member);
-    cc->prev = when;
     return cc->err == NULL;
 }
 
 const char *memberTtlCheck(robj *o) {
-    checkCtx cc = {o, 0, NULL};
+    checkCtx cc = {o, NULL};
     forEachTtl(o, checkTtlEntry, &cc);
+    if (!cc.err && objectHasVolatileMembers(o) && !tracked(o)) cc.err = "a key with times is not tracked";
     return cc.err;
 }
 
@@ -927,7 +786,7 @@ static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire
         return;
     }
     setBtreeAddTimed(set, m, sdslen(m), expire ? when : -1);
-    if (expire) trackSet(db, set);
+    if (expire) trackKey(db, set);
 }
 
 /* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
@@ -1152,37 +1011,19 @@ void zaddexCommand(client *c) {
 
 /* --- Files: RDB, DUMP payloads and AOF rewrite --- */
 
-/* Calls fn on each entry of an index (forEachTtl: of the key's index), in
- * the order of their times; stops, returning 0, when fn does. */
-static int forEachEntry(robj *ttls, ttlEntryFn fn, void *ctx) {
-    if (ttls->encoding == OBJ_ENCODING_LISTPACK) {
-        unsigned char *zl = objectGetVal(ttls);
-        unsigned char *eptr = lpSeek(zl, 0), *sptr;
-        unsigned char buf[LONG_STR_SIZE];
-        while (eptr) {
-            sptr = lpNext(zl, eptr);
-            unsigned int len;
-            long long v;
-            unsigned char *s = lpGetValue(eptr, &len, &v);
-            if (!s) {
-                len = ll2string((char *)buf, sizeof(buf), v);
-                s = buf;
-            }
-            if (!fn(ctx, s, len, (long long)zzlGetScore(sptr))) return 0;
-            eptr = lpNext(zl, sptr);
-        }
-        return 1;
-    }
-    zbtCursor c;
-    for (int more = zbtFirst(objectGetVal(ttls), &c); more; more = zbtNext(&c))
-        if (!fn(ctx, c.member, c.len, (long long)c.score)) return 0;
-    return 1;
-}
-
+/* Calls fn on each member with a time, in no order, until it returns 0
+ * (then returns 0). The member lies in the key, or in a buffer the next
+ * one reuses. */
 static int forEachTtl(robj *o, ttlEntryFn fn, void *ctx) {
     if (bigSet(o)) return setBtreeForEachTime(o, fn, ctx);
-    robj *ttls = ttlIndex(o);
-    return ttls ? forEachEntry(ttls, fn, ctx) : 1;
+    zbt *t = treeOf(o);
+    if (!t || !zbtTimedCount(t)) return 1;
+    zbtCursor *c = zmalloc(sizeof(*c));
+    int ok = 1;
+    for (int more = zbtFirst(t, c); ok && more; more = zbtNext(c))
+        if (c->when) ok = fn(ctx, c->member, c->len, (long long)c->when);
+    zfree(c);
+    return ok;
 }
 
 typedef struct rdbSaveCtx {
@@ -1205,9 +1046,8 @@ static int saveTtlEntry(void *ctx, const unsigned char *m, size_t len, long long
  * and its time (8 bytes, as RDB saves a key's). Returns bytes written, or
  * -1. */
 ssize_t memberTtlRdbSave(rio *rdb, robj *o) {
-    robj *ttls = ttlIndex(o);
     rdbSaveCtx sc = {rdb, 0};
-    int n = rdbSaveLen(rdb, bigSet(o) ? setBtreeTimedCount(o) : ttls ? zsetLength(ttls) : 0);
+    int n = rdbSaveLen(rdb, timedCount(o));
     if (n == -1) return -1;
     sc.written = n;
     return forEachTtl(o, saveTtlEntry, &sc) ? sc.written : -1;
@@ -1226,23 +1066,30 @@ int memberTtlRdbLoad(rio *rdb, robj *o) {
         else
             zsetConvert(o, OBJ_ENCODING_BTREE);
     }
-    robj **slot = ttlSlot(o);
-    if (slot) *slot = createZsetListpackObject();
+    zbt *t = treeOf(o);
     for (uint64_t i = 0; i < n; i++) {
         sds m = rdbGenericLoadStringObject(rdb, RDB_LOAD_SDS, NULL);
         if (!m) return C_ERR;
         long long when = rdbLoadMillisecondTime(rdb, RDB_VERSION);
-        int out = 0, had;
+        int had;
+        uint64_t old = 0;
         int ok = !rioGetReadError(rdb) && when >= 0 && when <= TTL_MAX_MS;
         /* A member the key lacks, or one given a time twice, is corrupt. */
-        if (ok && slot)
-            ok = isMember(o, m) && zsetAdd(*slot, (double)when, m, ZADD_IN_NX, &out, NULL) && (out & ZADD_OUT_ADDED);
+        if (ok && t)
+            ok = zbtSetTime(t, (const unsigned char *)m, sdslen(m), engineTime(when), &old) && !old;
         else if (ok)
             ok = setBtreeSetMemberTime(o, m, sdslen(m), when, &had) && !had;
         sdsfree(m);
         if (!ok) return C_ERR;
     }
-    if (!slot) *setBtreeMark(o) = 1; /* the key is not in a database yet: dbAddRDBLoad tracks it */
+    if (t) {
+        /* The times grew entries of leaves the load had filled whole,
+         * which split them: the tree is built again in one pass, as a
+         * copy's is, so that a reload costs what the writes did. */
+        objectSetVal(o, zsetBtreeDup(t));
+        zbtFree(t);
+    }
+    *markOf(o) = 1; /* the key is not in a database yet: dbAddRDBLoad tracks it */
     return C_OK;
 }
 
@@ -1282,10 +1129,9 @@ static int flushAof(aofCtx *a) {
 static int aofTtlEntry(void *ctx, const unsigned char *m, size_t len, long long when) {
     aofCtx *a = ctx;
     if (a->n && (when != a->when || a->n == AOF_REWRITE_ITEMS_PER_CMD) && !flushAof(a)) return 0;
-    /* A sorted set's longer member lies in the index, unchanged until the
-     * flush; a short one may be an integer decoded into a buffer the next
-     * entry reuses, and a set's member may be unpacked into one, so they
-     * are copied. */
+    /* A sorted set's longer member lies in its tree, unchanged until the
+     * flush; a short one is copied anyway, and a set's member, which may
+     * be unpacked into a buffer the next one reuses, too. */
     if (len <= LONG_STR_SIZE) {
         memcpy(a->shortm[a->n], m, len);
         m = a->shortm[a->n];

@@ -120,28 +120,25 @@ int zsetConvertFromLoadedListpack(robj *o) {
     return C_OK;
 }
 
-/* COPY: appended in order, leaves filled whole; the members' times
- * (t_member_ttl.c) copied too. */
+/* COPY: appended in order with the members' times (t_member_ttl.c),
+ * leaves filled whole; the mark that goes with the times too. */
 zbt *zsetBtreeDup(zbt *t) {
     zbt *copy = zbtCreate(zbtLength(t));
     zbtCursor *cur = zmalloc(sizeof(*cur));
     for (int more = zbtFirst(t, cur); more; more = zbtNext(cur))
-        serverAssert(zsetBtreeAdd(copy, cur->score, cur->member, cur->len) == ZBT_OK);
+        serverAssert(zbtAppendTimed(copy, cur->score, cur->member, cur->len, cur->when) == ZBT_OK);
     zfree(cur);
     zbtAppendDone(copy);
-    robj *ttls = *zbtAux(t);
-    if (ttls) *zbtAux(copy) = zsetDup(ttls);
+    *zbtMark(copy) = *zbtMark(t);
     return copy;
 }
 
-/* The tree and its members' times. */
 void zsetBtreeFree(zbt *t) {
-    memberTtlIndexFree(*zbtAux(t));
     zbtFree(t);
 }
 
 size_t zsetBtreeAllocSize(zbt *t) {
-    return zbtAllocSize(t) + memberTtlIndexAllocSize(*zbtAux(t));
+    return zbtAllocSize(t);
 }
 
 /* Upstream's lex bounds are sds strings, or shared.minstring/maxstring for

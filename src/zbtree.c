@@ -67,6 +67,13 @@
  *    31     out of line: eight bytes of length and an eight-byte pointer
  *           follow; the member bytes are an allocation of their own
  *
+ * An entry with a time (zbtSetTime) sets the top bit of its length: the
+ * length byte of code 30, which a shorter member then takes too (inline
+ * lengths stop at 64), or bit 63 of an out-of-line length. Six bytes of
+ * the time less one (1 .. ZBT_TIME_MAX) follow the rest of the entry:
+ *
+ *    [hdr] [score] [len | 0x80] [member bytes] [time - 1: 6 bytes]
+ *
  * Example: "m:42" with score 42 after "m:41" with score 41 is
  * 0x24 0x01 'm' ':' '4' '2' (D8, length 4, delta 1).
  *
@@ -102,6 +109,8 @@
  *   or right edge, where sequential inserts start new nodes); the root has
  *   two or more, in an allocation that grows with it.
  * - Each entry has exactly one index slot (its hash bits, its leaf's id).
+ * - A tree with times: an entry's time is no earlier than its leaf's
+ *   bound, and the tree's earliest no later than any bound (see "Times").
  *
  * Inserting
  * ---------
@@ -251,7 +260,8 @@ struct zbt {
     int8_t appendDir;
     uint8_t height; /* 0 when the root is a leaf. */
     uint8_t foundHashed;
-    void *aux; /* The server's (zbtAux): carried, never read. */
+    uint8_t mark;           /* The server's (zbtMark): carried, never read. */
+    struct zbtTimes *times; /* NULL until an entry first has a time. */
 };
 
 _Static_assert(sizeof(struct zbt) <= 160, "a tree's struct outgrew its allocation class");
@@ -269,6 +279,15 @@ _Static_assert(sizeof(struct zbt) <= 160, "a tree's struct outgrew its allocatio
 
 #define LEN_BYTE 30
 #define LEN_OOL 31
+
+/* A timed entry: the top bit of its length (the byte of a LEN_BYTE entry,
+ * which a short member takes too then; the eight bytes of an out-of-line
+ * one), and TIME_BYTES of time, less one, after the rest of the entry. */
+#define LEN_TIMED 0x80
+#define OOL_TIMED (UINT64_C(1) << 63)
+#define TIME_BYTES 6
+_Static_assert(ZBT_MAX_INLINE < LEN_TIMED, "an inline length reaches the time flag");
+_Static_assert(ZBT_TIME_MAX == UINT64_C(1) << (8 * TIME_BYTES), "a time outgrew its bytes");
 
 /* An entry's header byte: the score code in bits 7..5, the length code in
  * bits 4..0. */
@@ -294,9 +313,10 @@ typedef struct item {
     uint32_t from; /* Leaf id it was in; 0 for a new entry. */
     uint16_t size; /* Encoded size, when decoded. */
     uint16_t off;  /* Where it was in that leaf (leafItems). */
+    uint64_t when; /* Its time, 0 for none. */
 } item;
 
-_Static_assert(sizeof(item) == 40, "an item outgrew its 40 bytes: splits keep two leaves' on the stack");
+_Static_assert(sizeof(item) == 48, "an item outgrew its 48 bytes: splits keep two leaves' on the stack");
 
 static uint8_t hash_seed[16];
 
@@ -344,15 +364,15 @@ static int scoreCode(double prev, double score, uint64_t *delta) {
 
 static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8, 2, 4, 6};
 
-static size_t encodedSize(double prev, double score, size_t len, int ool) {
+static size_t encodedSize(double prev, double score, size_t len, int ool, int timed) {
     uint64_t d;
-    size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)];
+    size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)] + (timed ? TIME_BYTES : 0);
     if (ool) return size + OOL_LEN_BYTES + sizeof(void *);
-    return size + (len >= LEN_BYTE) + len;
+    return size + (len >= LEN_BYTE || timed) + len;
 }
 
 static inline size_t itemSize(double prev, const item *it) {
-    return encodedSize(prev, it->score, it->len, it->ool != NULL);
+    return encodedSize(prev, it->score, it->len, it->ool != NULL, it->when != 0);
 }
 
 /* The low n bytes of v, little-endian. */
@@ -369,19 +389,23 @@ static size_t encode(unsigned char *p, double prev, const item *it) {
     p += scoreBytes[sc];
     if (it->ool) {
         *start = makeHdr(sc, LEN_OOL);
-        uint64_t len = it->len;
+        uint64_t len = it->len | (it->when ? OOL_TIMED : 0);
         memcpy(p, &len, OOL_LEN_BYTES);
         memcpy(p + OOL_LEN_BYTES, &it->ool, sizeof(void *));
         p += OOL_LEN_BYTES + sizeof(void *);
-    } else if (it->len >= LEN_BYTE) {
+    } else if (it->len >= LEN_BYTE || it->when) {
         *start = makeHdr(sc, LEN_BYTE);
-        *p++ = (uint8_t)it->len;
+        *p++ = (uint8_t)(it->len | (it->when ? LEN_TIMED : 0));
         memcpy(p, it->m, it->len);
         p += it->len;
     } else {
         *start = makeHdr(sc, (unsigned)it->len);
         memcpy(p, it->m, it->len);
         p += it->len;
+    }
+    if (it->when) {
+        putLow(p, it->when - 1, TIME_BYTES);
+        p += TIME_BYTES;
     }
     return (size_t)(p - start);
 }
@@ -424,7 +448,9 @@ static inline double entryScore(const unsigned char *q, int sc, double prev) {
 
 static inline size_t headBytesOf(uint8_t hdr) { return (HEAD_BYTES_NIBBLES >> (hdrScoreCode(hdr) * 4)) & 15; }
 
-/* The member of the entry at q. Returns the entry's size. */
+/* The member of the entry at q. Returns the entry's size. The time of a
+ * timed entry is only stepped over: an entry without one takes the same
+ * instructions as before times were (the flag is read with the length). */
 static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
     uint8_t hdr = q[0], lc = (uint8_t)hdrLenCode(hdr);
     const unsigned char *p = q + headBytesOf(hdr);
@@ -432,13 +458,38 @@ static inline size_t peekMember(const unsigned char *q, const unsigned char **m,
         uint64_t l64;
         memcpy(&l64, p, OOL_LEN_BYTES);
         memcpy((void *)m, p + OOL_LEN_BYTES, sizeof(void *));
-        *len = (size_t)l64;
-        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q);
+        *len = (size_t)(l64 & ~OOL_TIMED);
+        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q) + (l64 >> 63) * TIME_BYTES;
     }
-    if (lc == LEN_BYTE) lc = *p++;
+    size_t timeBytes = 0;
+    if (lc == LEN_BYTE) {
+        uint8_t b = *p++;
+        lc = b & (LEN_TIMED - 1);
+        timeBytes = (b >> 7) * TIME_BYTES;
+    }
     *len = lc;
     *m = p;
-    return (size_t)(p + lc - q);
+    return (size_t)(p + lc - q) + timeBytes;
+}
+
+/* Whether the entry at q has a time. */
+static inline int entryTimed(const unsigned char *q) {
+    uint8_t lc = (uint8_t)hdrLenCode(q[0]);
+    const unsigned char *p = q + headBytesOf(q[0]);
+    if (lc == LEN_BYTE) return *p >> 7;
+    if (lc != LEN_OOL) return 0;
+    uint64_t l64;
+    memcpy(&l64, p, OOL_LEN_BYTES);
+    return (int)(l64 >> 63);
+}
+
+/* The time of the entry at q, whose size is `size`: 0 for none. */
+static inline uint64_t entryTime(const unsigned char *q, size_t size) {
+    if (!entryTimed(q)) return 0;
+    const unsigned char *p = q + size - TIME_BYTES;
+    uint64_t t = 0;
+    for (int i = TIME_BYTES - 1; i >= 0; i--) t = t << 8 | p[i];
+    return t + 1;
 }
 
 static void decode(const unsigned char *p, double prev, item *it) {
@@ -447,6 +498,7 @@ static void decode(const unsigned char *p, double prev, item *it) {
     it->size = (uint16_t)peekMember(p, &it->m, &len);
     it->len = len;
     it->ool = hdrLenCode(p[0]) == LEN_OOL ? (unsigned char *)it->m : NULL;
+    it->when = entryTime(p, it->size);
 }
 
 static inline int cmpMember(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
@@ -639,6 +691,62 @@ static leafArena *arenaReserve(zbt *t, uint32_t ids) {
     return a;
 }
 
+/* --- Times ---
+ *
+ * A tree whose entries have times (zbtSetTime) keeps beside it
+ *
+ *    times --> +----------+-------+-----+----------+----------+-----+
+ *              | earliest | timed | cap | bound[0] | bound[1] | ... |
+ *              +----------+-------+-----+----------+----------+-----+
+ *                   8         8      8    8 a leaf id, cap of them
+ *
+ * bound[id] is no later than the time of any entry of leaf id, and
+ * NO_TIME when it has none (or the id is free); earliest is no later than
+ * any bound. Writes keep them so: a time given takes the minimum, a leaf
+ * laid out again gets the exact minimum of its entries, a delete leaves
+ * them as they were. zbtDue, which reads the leaves whose bound has come,
+ * sets them exact again. `timed` counts the entries that have a time.
+ *
+ * A tree that never had a time has no such block, and its entries no time
+ * bytes: it costs what it did before times were. */
+#define NO_TIME UINT64_MAX
+
+typedef struct zbtTimes {
+    uint64_t earliest, timed;
+    size_t cap;
+    uint64_t bound[];
+} zbtTimes;
+
+/* Room for a bound per id below `ids`: grown to the leaf table's
+ * capacity, new bounds NO_TIME. */
+static void timesReserve(zbt *t, uint32_t ids) {
+    zbtTimes *tm = t->times;
+    if (tm && tm->cap >= ids) return;
+    size_t cap = tm ? tm->cap : 0, want = t->idcap > ids ? t->idcap : ids, usable;
+    tm = countedRealloc(&t->bytes, tm, sizeof(zbtTimes) + want * sizeof(uint64_t), &usable);
+    if (!t->times) {
+        tm->earliest = NO_TIME;
+        tm->timed = 0;
+    }
+    tm->cap = (usable - sizeof(zbtTimes)) / sizeof(uint64_t);
+    for (size_t i = cap; i < tm->cap; i++) tm->bound[i] = NO_TIME;
+    t->times = tm;
+}
+
+/* A time now held in leaf id. */
+static inline void noteTime(zbt *t, uint32_t id, uint64_t when) {
+    zbtTimes *tm = t->times;
+    if (when < tm->bound[id]) tm->bound[id] = when;
+    if (when < tm->earliest) tm->earliest = when;
+}
+
+static inline void setBound(zbt *t, uint32_t id, uint64_t bound) {
+    zbtTimes *tm = t->times;
+    if (!tm) return;
+    tm->bound[id] = bound;
+    if (bound < tm->earliest) tm->earliest = bound;
+}
+
 /* Payload bytes a leaf has room for. */
 static inline size_t leafCap(const zbtLeaf *l) {
     size_t cap = l->alloc - offsetof(zbtLeaf, data);
@@ -658,6 +766,7 @@ static uint32_t takeId(zbt *t) {
         }
     }
     if (t->nids == t->idcap) leafTableGrow(t);
+    if (t->times) timesReserve(t, t->nids + 1);
     return t->nids++;
 }
 
@@ -678,6 +787,7 @@ static zbtLeaf *leafNew(zbt *t, size_t payload) {
     l->used = l->count = 0;
     l->run = 0;
     *leafSlot(t, id) = l;
+    setBound(t, id, NO_TIME);
     return l;
 }
 
@@ -699,6 +809,7 @@ static zbtLeaf *leafFit(zbt *t, zbtLeaf *l, size_t payload) {
 /* Frees a leaf's id; its bytes go back to the allocator, or stay in the
  * arena until tend() gives back the arena's top. */
 static void leafDrop(zbt *t, zbtLeaf *l) {
+    setBound(t, l->id, NO_TIME);
     *leafSlot(t, l->id) = (zbtLeaf *)(((uintptr_t)t->freeid << 1) | 1);
     t->freeid = l->id;
     t->nfree++;
@@ -907,6 +1018,10 @@ static void arenaShrink(zbt *t) {
     leafCopy(t, l, slot, ZBT_LEAF_BYTES);
     slot->id = id;
     *leafSlot(t, id) = slot;
+    if (t->times) {
+        t->times->bound[id] = t->times->bound[top];
+        t->times->bound[top] = NO_TIME;
+    }
     repointLeaf(t, slot, top);
 }
 
@@ -1241,7 +1356,7 @@ static inline int keepsBytes(const item *items, int i) {
 }
 
 static inline const unsigned char *itemBytes(const item *it) {
-    return it->m + it->len - it->size;
+    return it->m + it->len + (it->when ? TIME_BYTES : 0) - it->size;
 }
 
 static void itemSeq(const item *items, int n, uint16_t *seq) {
@@ -1264,7 +1379,9 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
         zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
         l->run = 0;
         size_t off = 0;
+        uint64_t bound = NO_TIME;
         for (int i = cut[j]; i < cut[j + 1]; i++) {
+            if (items[i].when && items[i].when < bound) bound = items[i].when;
             if (i > cut[j] && keepsBytes(items, i)) {
                 memcpy(l->data + off, itemBytes(&items[i]), items[i].size);
                 off += items[i].size;
@@ -1274,6 +1391,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
         }
         l->used = (uint16_t)off;
         l->count = (uint16_t)(cut[j + 1] - cut[j]);
+        setBound(t, l->id, bound);
     }
     for (int j = used; j < nsrc; j++) src[j]->used = src[j]->count = 0;
 
@@ -1422,7 +1540,7 @@ static memberTail tailOf(const unsigned char *m, size_t len) {
 
 /* The entry of l whose member is m, in one pass with no branch but the one
  * taken when a candidate turns up: an entry is one when its length and
- * (inline) its last eight bytes agree, read where they end the entry (for
+ * (inline) its last eight bytes agree, read where they end the member (for
  * the first entries that reaches back into the header, masked off). Only a
  * candidate's bytes are compared. Branching on the length first cost a
  * mispredicted jump per entry when members of a few lengths mix (ZSCORE of
@@ -1435,9 +1553,11 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
     for (int idx = 0, count = l->count; idx < count; idx++) {
         const unsigned char *em;
         size_t elen, size = peekMember(q, &em, &elen);
-        uint64_t last;
-        memcpy(&last, q + size - 8, 8);
         int ool = hdrLenCode(q[0]) == LEN_OOL;
+        /* An inline member ends where its time starts, or the entry; an
+         * out-of-line one is not read here. */
+        uint64_t last;
+        memcpy(&last, ool ? q : em + elen - 8, 8);
         if ((elen == len) & (ool | (((last ^ tail.bytes) & tail.mask) == 0)) && memcmp(em, m, len) == 0) {
             p->leaf = l;
             p->idx = (uint16_t)idx;
@@ -1527,6 +1647,7 @@ static void cursorSet(zbtCursor *c, zbt *t, const pos *p) {
     c->score = p->it.score;
     c->member = p->it.m;
     c->len = p->it.len;
+    c->when = p->it.when;
     c->cached = NULL;
 }
 
@@ -1613,7 +1734,9 @@ static int cutRun(zbt *t, pos *p, item *it, unsigned char *bytes, item *items) {
     return 1;
 }
 
-/* Inserts it (whose member is not in the set) at position p. */
+/* Inserts it (whose member is not in the set) at position p. An entry
+ * spliced into its leaf is remembered as found (zbt's found*): ZADDEX
+ * gives the member it adds its time next. */
 static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     zbtLeaf *l = p->leaf;
     /* A key between two leaves is placed at the end of the first
@@ -1641,7 +1764,10 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         l->run = runAt(p->idx, nextToLast(l, p->idx));
         addCount(l, 1);
         if (p->idx == 0) fixMin(l, 1);
+        if (it->when) noteTime(t, l->id, it->when);
         zmiInsert(t->index, h, l->id);
+        p->leaf = l;
+        remember(t, p, h, 1);
         return;
     }
 
@@ -1659,6 +1785,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         r->count = 1;
         r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
+        if (it->when) noteTime(t, r->id, it->when);
         zmiInsert(t->index, h, r->id);
         return;
     }
@@ -1728,6 +1855,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     }
     int ok = zmiRemove(t->index, h, l->id);
     assert(ok);
+    if (p->it.when) t->times->timed--;
     if (p->it.ool && !keepOol) countedFree(&t->bytes, p->it.ool);
     memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
     memcpy(l->data + p->off, buf, newSize);
@@ -1793,11 +1921,8 @@ void zbtFree(zbt *t) {
     }
     leafTableFree(t);
     zmiFree(t->index);
+    zfree(t->times);
     zfree(t);
-}
-
-void **zbtAux(zbt *t) {
-    return &t->aux;
 }
 
 unsigned long zbtLength(const zbt *t) { return t->length; }
@@ -1852,9 +1977,14 @@ void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len) {
     zmiPrefetch(t->index, memberHash(m, len));
 }
 
-static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h) {
-    item it = {.score = score, .m = m, .len = len, .ool = ool};
+static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h,
+                     uint64_t when) {
+    item it = {.score = score, .m = m, .len = len, .ool = ool, .when = when};
     if (!ool && len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+    if (when) {
+        timesReserve(t, t->nids);
+        t->times->timed++;
+    }
     pos p;
     leafSeekKey(descendKey(t, score, m, len), score, m, len, &p);
     insertAt(t, &p, &it, h);
@@ -1868,7 +1998,7 @@ int zbtInsert(zbt *t, double score, const unsigned char *m, size_t len) {
     uint64_t h = memberHash(m, len);
     pos p;
     if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
-    int r = insertNew(t, score, m, len, NULL, h);
+    int r = insertNew(t, score, m, len, NULL, h, 0);
     tend(t);
     return r;
 }
@@ -1889,7 +2019,7 @@ int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, c
     if (isnan(score)) return ZBT_ERR_NAN;
     assert(miss->version == t->version);
     touch(t);
-    int r = insertNew(t, score, m, len, NULL, miss->hash);
+    int r = insertNew(t, score, m, len, NULL, miss->hash, 0);
     tend(t);
     return r;
 }
@@ -1935,6 +2065,23 @@ static int keepsPlace(const pos *p, const item *next, double score) {
     return 1; /* 0.0 and -0.0: equal, so in order either way */
 }
 
+/* Takes the entry at p out and puts it in again with the score and time
+ * given, where they place it, keeping an out-of-line member as it is
+ * (deleteAt counts its old time out, insertNew the new one in). */
+static void reinsert(zbt *t, pos *p, uint64_t h, double score, uint64_t when) {
+    unsigned char copy[ZBT_MAX_INLINE];
+    unsigned char *ool = p->it.ool;
+    const unsigned char *member = ool;
+    size_t len = p->it.len;
+    if (!ool) {
+        memcpy(copy, p->it.m, len);
+        member = copy;
+    }
+    deleteAt(t, p, h, 1);
+    insertNew(t, score, member, len, ool, h, when);
+    tend(t);
+}
+
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
     if (isnan(score)) return ZBT_ERR_NAN;
     uint64_t h;
@@ -1973,17 +2120,8 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
         }
     }
 
-    /* Elsewhere: out and in again, keeping an out-of-line member as is. */
-    unsigned char copy[ZBT_MAX_INLINE];
-    unsigned char *ool = p.it.ool;
-    const unsigned char *member = ool;
-    if (!ool) {
-        memcpy(copy, p.it.m, p.it.len);
-        member = copy;
-    }
-    deleteAt(t, &p, h, 1);
-    insertNew(t, score, member, len, ool, h);
-    tend(t);
+    /* Elsewhere: out and in again. */
+    reinsert(t, &p, h, score, p.it.when);
     return 1;
 }
 
@@ -1995,6 +2133,176 @@ int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned lo
     unsigned long r = leafRank(p.leaf) + p.idx;
     *rank = reverse ? t->length - 1 - r : r;
     return 1;
+}
+
+/* --- API: times --- */
+
+int zbtTime(zbt *t, const unsigned char *m, size_t len, uint64_t *when) {
+    pos p;
+    uint64_t h;
+    if (!lookup(t, m, len, &h, &p)) return 0;
+    *when = p.it.when;
+    return 1;
+}
+
+int zbtSetTime(zbt *t, const unsigned char *m, size_t len, uint64_t when, uint64_t *old) {
+    assert(when <= ZBT_TIME_MAX);
+    uint64_t h;
+    pos p;
+    int found = lookup(t, m, len, &h, &p);
+    touch(t); /* settles counts; entries stay where lookup found them */
+    if (!found) return 0;
+    if (old) *old = p.it.when;
+    if (p.it.when == when) return 1;
+    if (when) timesReserve(t, t->nids);
+
+    /* In place when the leaf has room: the entries after it keep their
+     * bytes, as a delta depends on scores alone. */
+    zbtLeaf *l = p.leaf;
+    item now = p.it;
+    now.when = when;
+    unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + TIME_BYTES + 16];
+    size_t oldSize = p.it.size, newSize = encode(buf, p.prev, &now);
+    if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
+        if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
+        memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
+        memcpy(l->data + p.off, buf, newSize);
+        l->used += newSize - oldSize;
+        l = leafFit(t, l, l->used);
+        if (when) noteTime(t, l->id, when);
+        t->times->timed += (when != 0) - (p.it.when != 0);
+        return 1;
+    }
+
+    /* The leaf is full: out and in again at the same place, which splits
+     * or shares it as an insert does. */
+    reinsert(t, &p, h, p.it.score, when);
+    return 1;
+}
+
+uint64_t zbtEarliest(const zbt *t) {
+    return t->times && t->times->earliest != NO_TIME ? t->times->earliest : 0;
+}
+
+uint64_t zbtTimedCount(const zbt *t) { return t->times ? t->times->timed : 0; }
+
+uint8_t *zbtMark(zbt *t) { return &t->mark; }
+
+/* takeDueInLeaf for a leaf whose entries would not fit it once the taken
+ * ones went (the deltas after them grew more than they gave back): laid
+ * out again by rewrite, which may split it. */
+static size_t takeDueByRewrite(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
+    unsigned char buf[LEAF_PAYLOAD];
+    item items[LEAF_PAYLOAD];
+    int n = leafItems(l, buf, items), kept = 0;
+    size_t taken = 0;
+    for (int i = 0; i < n; i++) {
+        item *it = &items[i];
+        if (!it->when || it->when > now || taken == max) {
+            items[kept++] = *it;
+            continue;
+        }
+        fn(ctx, it->m, it->len, it->score, it->when);
+        int ok = zmiRemove(t->index, memberHash(it->m, it->len), l->id);
+        assert(ok);
+        if (it->ool) countedFree(&t->bytes, it->ool);
+        taken++;
+    }
+    t->times->timed -= taken;
+    t->length -= taken;
+    zbtLeaf *src[1] = {l};
+    rewrite(t, src, 1, items, kept, 1); /* sets the bound exact, or frees an emptied leaf */
+    if (kept) leafRebalance(t, src[0]);
+    return taken;
+}
+
+/* Takes the entries of leaf l whose time is `now` or earlier out, up to
+ * max of them, handing each to fn first; sets the leaf's bound exact.
+ * Returns how many. The leaf is written again in one pass: entries kept
+ * are copied as they are, but for the one after each taken entry, whose
+ * delta changes and is encoded again. A visit of active expiry usually
+ * finds one or two due entries in a leaf, and laying the whole leaf out
+ * again (rewrite) for them cost more than finding them. */
+static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
+    unsigned char buf[LEAF_PAYLOAD + 1 + 8 + 1 + ZBT_MAX_INLINE + TIME_BYTES];
+    uint16_t dueOff[LEAF_PAYLOAD];
+    double duePrev[LEAF_PAYLOAD];
+    size_t taken = 0, out = 0, off = 0;
+    double prev = 0.0, keptPrev = 0.0;
+    int follows = 1; /* the entry before is the one it was encoded after */
+    uint64_t bound = NO_TIME;
+    for (int i = 0; i < l->count; i++) {
+        item it;
+        decode(l->data + off, prev, &it);
+        if (it.when && it.when <= now && taken < max) {
+            dueOff[taken] = (uint16_t)off;
+            duePrev[taken++] = prev;
+            follows = 0;
+        } else {
+            if (it.when && it.when < bound) bound = it.when;
+            if (out <= LEAF_PAYLOAD) {
+                if (follows) memcpy(buf + out, l->data + off, it.size);
+                out += follows ? it.size : encode(buf + out, keptPrev, &it);
+            }
+            keptPrev = it.score;
+            follows = 1;
+        }
+        prev = it.score;
+        off += it.size;
+    }
+    t->times->bound[l->id] = bound;
+    if (!taken) return 0;
+    if (out > LEAF_PAYLOAD) return takeDueByRewrite(t, l, now, max, fn, ctx);
+
+    uint64_t hash[LEAF_PAYLOAD];
+    for (size_t k = 0; k < taken; k++) {
+        item it;
+        decode(l->data + dueOff[k], duePrev[k], &it);
+        fn(ctx, it.m, it.len, it.score, it.when);
+        hash[k] = memberHash(it.m, it.len);
+        zmiPrefetch(t->index, hash[k]);
+        if (it.ool) countedFree(&t->bytes, it.ool);
+    }
+    for (size_t k = 0; k < taken; k++) {
+        int ok = zmiRemove(t->index, hash[k], l->id);
+        assert(ok);
+    }
+    int firstGone = dueOff[0] == 0;
+    memcpy(l->data, buf, out);
+    l->used = (uint16_t)out;
+    l->count -= (uint16_t)taken;
+    l->run = 0;
+    t->length -= taken;
+    t->times->timed -= taken;
+    addCount(l, -(long)taken);
+    if (l->count == 0) {
+        if (t->height > 0) leafRemove(t, l);
+        return taken;
+    }
+    if (firstGone) fixMin(l, 1);
+    l = leafFit(t, l, l->used);
+    leafRebalance(t, l);
+    return taken;
+}
+
+size_t zbtDue(zbt *t, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
+    if (!t->times || t->times->earliest > now) return 0;
+    touch(t);
+    zbtTimes *tm = t->times;
+    size_t taken = 0;
+    for (;;) {
+        /* A merge may bring entries of a leaf not read yet into one read
+         * before: another pass over the bounds finds them. */
+        for (uint32_t id = 1; id < t->nids && taken < max; id++)
+            if (tm->bound[id] <= now) taken += takeDueInLeaf(t, leafAt(t, id), now, max - taken, fn, ctx);
+        uint64_t earliest = NO_TIME;
+        for (uint32_t id = 1; id < t->nids; id++)
+            if (tm->bound[id] < earliest) earliest = tm->bound[id];
+        tm->earliest = earliest;
+        if (earliest > now || taken == max) break;
+    }
+    tend(t);
+    return taken;
 }
 
 /* --- API: bulk appends --- */
@@ -2032,10 +2340,19 @@ static void pend(zbt *t, zbtLeaf *l) {
  * the entry is at neither end, or not at the end the previous appends
  * went to; the caller then inserts the rest. */
 int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
+    return zbtAppendTimed(t, score, m, len, 0);
+}
+
+int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uint64_t when) {
     if (isnan(score)) return ZBT_ERR_NAN;
+    assert(when <= ZBT_TIME_MAX);
     if (t->length == 0) {
         t->appendDir = 0;
-        return zbtInsert(t, score, m, len);
+        touch(t);
+        uint64_t h = memberHash(m, len);
+        int r = insertNew(t, score, m, len, NULL, h, when);
+        tend(t);
+        return r;
     }
     item edge;
     uint16_t lastOff = 0;
@@ -2054,8 +2371,12 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
     pos p;
     if (findMember(t, m, len, h, &p)) return ZBT_ERR_DUP;
 
-    item it = {.score = score, .m = m, .len = len};
+    item it = {.score = score, .m = m, .len = len, .when = when};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
+    if (when) {
+        timesReserve(t, t->nids);
+        t->times->timed++;
+    }
     t->foundLeaf = NULL; /* appends keep the version (see tailLast) */
     t->appendDir = dir;
     t->length++;
@@ -2080,6 +2401,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
             l = r;
         }
         t->lastVersion = t->version;
+        if (when) noteTime(t, l->id, when);
         zmiInsert(t->index, h, l->id);
         tend(t);
         return ZBT_OK;
@@ -2105,6 +2427,7 @@ int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len) {
         l = r;
     }
     t->version++; /* the tail's last entry may have moved */
+    if (when) noteTime(t, l->id, when);
     zmiInsert(t->index, h, l->id);
     tend(t);
     return ZBT_OK;
@@ -2161,6 +2484,7 @@ static void cursorItem(zbtCursor *c, const item *it) {
     c->score = it->score;
     c->member = it->m;
     c->len = it->len;
+    c->when = it->when;
 }
 
 int zbtNext(zbtCursor *c) {
@@ -2452,6 +2776,7 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     for (int i = idx; i < idx + k; i++) {
         int ok = zmiRemove(t->index, hash[i], l->id);
         assert(ok);
+        if (items[i].when) t->times->timed--;
         if (items[i].ool && !keepOol) countedFree(&t->bytes, items[i].ool);
     }
     memmove(items + idx, items + idx + k, (n - idx - k) * sizeof(item));
@@ -2587,6 +2912,8 @@ zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
     zmiDefrag(t->index, fn);
     zmi *ix = fn(t->index);
     if (ix) t->index = ix;
+    zbtTimes *tm = t->times ? fn(t->times) : NULL;
+    if (tm) t->times = tm;
     return fn(t);
 }
 
@@ -2632,6 +2959,7 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     zbtLeaf ***blocks = tableBlocksOf(t);
     for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
+    if (t->times && zmalloc_size(t->times) >= min) fn(t->times, zmalloc_size(t->times));
     zmiDismiss(t->index, min, fn);
 }
 
@@ -2698,6 +3026,7 @@ typedef struct checkState {
     size_t lastLen;
     uint64_t *slots;
     size_t nslots;
+    uint64_t timed;
     const char *err;
 } checkState;
 
@@ -2753,6 +3082,13 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
         st->lastOol = it.ool;
         if (!it.ool) memcpy(st->lastMember, it.m, it.len);
         if (i == 0) *min = it.score;
+        if (it.when) {
+            CHECK(t->times && it.when <= ZBT_TIME_MAX, "leaf %u: entry %d has time %llu", l->id, i,
+                  (unsigned long long)it.when);
+            CHECK(t->times->bound[l->id] <= it.when, "leaf %u: bound %llu after entry %d's time %llu", l->id,
+                  (unsigned long long)t->times->bound[l->id], i, (unsigned long long)it.when);
+            st->timed++;
+        }
         uint64_t h = memberHash(it.m, it.len);
         st->slots[st->nslots++] = (h & 0xffffffff00000000ULL) | l->id;
         prev = it.score;
@@ -2831,6 +3167,20 @@ static int checkAll(checkState *st) {
             CHECK(!((uintptr_t)leafAt(t, id) & 1) || !arenaSlot(a, id)->parent, "free id %u has a parent", id);
     } else {
         CHECK(leafCount < ZBT_ARENA_ON, "%zu leaves, none in an arena", leafCount);
+    }
+    if (t->times) {
+        zbtTimes *tm = t->times;
+        CHECK(tm->timed == st->timed, "%llu timed entries counted, %llu found", (unsigned long long)tm->timed,
+              (unsigned long long)st->timed);
+        CHECK(tm->cap >= t->nids, "bounds for %zu ids of %u", tm->cap, t->nids);
+        for (uint32_t id = 1; id < t->nids; id++) {
+            CHECK(tm->earliest <= tm->bound[id], "earliest %llu after leaf %u's bound",
+                  (unsigned long long)tm->earliest, id);
+            CHECK(!((uintptr_t)leafAt(t, id) & 1) || tm->bound[id] == NO_TIME, "free id %u has a bound", id);
+        }
+        st->bytes += zmalloc_size(tm);
+    } else {
+        CHECK(st->timed == 0, "timed entries without times");
     }
     st->bytes += zmalloc_size(t) + leafTableBytes(t);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);

@@ -40,6 +40,7 @@ typedef struct zbtCursor {
     double score;
     const unsigned char *member;
     size_t len;
+    uint64_t when; /* The entry's time (zbtSetTime), 0 for none. */
     /* Offsets and scores of the leaf's entries, filled when stepping
      * backwards (entries are variable-length and delta-encoded). */
     zbtLeaf *cached;
@@ -75,10 +76,6 @@ enum {
 
 zbt *zbtCreate(size_t expected);
 void zbtFree(zbt *t);
-/* A pointer the server keeps with the tree (its members' expire times,
- * t_member_ttl.c), NULL in a new tree. The engine carries it through
- * growth and defrag and never reads or frees it. */
-void **zbtAux(zbt *t);
 unsigned long zbtLength(const zbt *t);
 size_t zbtAllocSize(const zbt *t);
 void zbtSetHashSeed(const uint8_t seed[16]);
@@ -115,8 +112,33 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score);
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank);
 
+/* Times: an entry may carry one, 1 .. ZBT_TIME_MAX (the server's expire
+ * times in Unix ms), stored after it in its leaf; 0 is none. An entry's
+ * time stays through splits, merges, score updates and defrag, and goes
+ * with it. A tree that never had one pays nothing for them.
+ * zbtTime: 1 if m is a member, with *when its time or 0.
+ * zbtSetTime: sets (0: drops) a member's time, *old (unless NULL) its time
+ * before; 0 if m is no member.
+ * zbtEarliest: at most the earliest time of any entry (0: none); exact
+ * after zbtDue.
+ * zbtDue: takes out up to max entries whose time is `now` or earlier,
+ * handing each to fn first (its member valid until fn returns); returns
+ * how many. It reads the leaves whose bound has come. */
+#define ZBT_TIME_MAX (UINT64_C(1) << 48)
+int zbtTime(zbt *t, const unsigned char *m, size_t len, uint64_t *when);
+int zbtSetTime(zbt *t, const unsigned char *m, size_t len, uint64_t when, uint64_t *old);
+uint64_t zbtEarliest(const zbt *t);
+uint64_t zbtTimedCount(const zbt *t);
+typedef void (*zbtDueFn)(void *ctx, const unsigned char *m, size_t len, double score, uint64_t when);
+size_t zbtDue(zbt *t, uint64_t now, size_t max, zbtDueFn fn, void *ctx);
+/* A byte the server keeps with the tree (whether its database tracks the
+ * key for its times), 0 in a new tree: carried, never read. */
+uint8_t *zbtMark(zbt *t);
+
 /* Bulk building from sorted input: ascending or descending, strictly. */
 int zbtAppend(zbt *t, double score, const unsigned char *m, size_t len);
+/* The same for an entry with a time (0: none; see zbtSetTime). */
+int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uint64_t when);
 void zbtAppendDone(zbt *t);
 
 /* Positions: 0-based ranks. */

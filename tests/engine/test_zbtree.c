@@ -592,15 +592,15 @@ static void test_defrag_moves_everything(void **state) {
         }
         zbtInsert(t, (double)(i % 300), m, len);
     }
+    /* Times ride through the moves, and their block moves too. */
+    assert_true(zbtSetTime(t, m, name(m, "defrag-", 777), 5000, NULL));
     size_t bytes = zbtAllocSize(t);
-    /* The server's pointer (zbtAux) rides through splits and moves. */
-    static int aux;
-    *zbtAux(t) = &aux;
     zbt *moved = zbtDefrag(t, moveAlloc);
     if (moved) t = moved;
     check(t);
-    assert_ptr_equal(*zbtAux(t), &aux);
-    *zbtAux(t) = NULL;
+    uint64_t when;
+    assert_true(zbtTime(t, m, name(m, "defrag-", 777), &when) && when == 5000);
+    assert_int_equal(zbtEarliest(t), 5000);
     assert_int_equal(zbtAllocSize(t), bytes);
     double s;
     assert_true(zbtScore(t, m, name(m, "defrag-", 12345), &s) && s == 45.0);
@@ -978,6 +978,86 @@ static void test_member_past_4gib(void **state) {
     zbtFree(t);
 }
 
+/* Times through splits, shares, merges, score moves, range deletes and
+ * the arena, then taken out by zbtDue as a clock moves: each due entry
+ * once, nothing before its time, the bounds exact after. */
+typedef struct dueSeen {
+    uint64_t now;
+    long n;
+    int bad;
+} dueSeen;
+
+static void seeDue(void *ctx, const unsigned char *m, size_t len, double score, uint64_t when) {
+    dueSeen *d = ctx;
+    (void)m, (void)len, (void)score;
+    if (!when || when > d->now) d->bad = 1;
+    d->n++;
+}
+
+static void test_times_through_moves_and_due(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    const long n = 6000;
+    uint64_t x = 11;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        zbtInsert(t, (double)(x % 1000), m, name(m, "t-", i));
+    }
+    size_t untimed = zbtAllocSize(t);
+    zbtStats before, after;
+    zbtGetStats(t, &before);
+    assert_int_equal(zbtEarliest(t), 0);
+    long timed = 0;
+    for (long i = 0; i < n; i += 3, timed++) assert_true(zbtSetTime(t, m, name(m, "t-", i), 1000 + i % 500, NULL));
+    check(t);
+    zbtGetStats(t, &after);
+    /* "t-<i>" is 3 to 6 bytes: the length byte and the time, 7 bytes (and
+     * a leaf split by them starts with a whole score). */
+    assert_true(after.payloadUsed - before.payloadUsed >= (size_t)timed * 7);
+    assert_true(after.payloadUsed - before.payloadUsed <= (size_t)timed * 7 + after.leaves * 8);
+    assert_true(zbtAllocSize(t) > untimed);
+    assert_int_equal(zbtTimedCount(t), timed);
+    assert_int_equal(zbtEarliest(t), 1000);
+    /* Moves keep the time; a new score a long way off moves the entry. */
+    for (long i = 0; i < n; i += 7) zbtUpdateScore(t, m, name(m, "t-", i), (double)((i * 7919) % 1000) + 0.5);
+    check(t);
+    uint64_t when;
+    assert_true(zbtTime(t, m, name(m, "t-", 21), &when) && when == 1021);
+    assert_true(zbtTime(t, m, name(m, "t-", 7), &when) && when == 0);
+    /* Dropped times, and a range delete, count out. */
+    uint64_t old;
+    assert_true(zbtSetTime(t, m, name(m, "t-", 3), 0, &old) && old == 1003);
+    timed--;
+    zbtScoreRange sr = {100, 199, 0, 0};
+    zbtCursor *c = malloc(sizeof(*c));
+    for (int more = zbtFirstInScoreRange(t, &sr, c); more && c->score <= 199; more = zbtNext(c)) timed -= c->when != 0;
+    zbtDeleteScoreRange(t, &sr);
+    check(t);
+    assert_int_equal(zbtTimedCount(t), timed);
+    /* The clock moves: a bounded take, then all that are due. */
+    dueSeen d = {.now = 1100};
+    assert_int_equal(zbtDue(t, 1100, 10, seeDue, &d), 10);
+    check(t);
+    for (uint64_t now = 1100; now < 1500 + 37; now += 37) {
+        d.now = now;
+        zbtDue(t, now, SIZE_MAX, seeDue, &d);
+        check(t);
+        assert_false(d.bad);
+        assert_true(zbtEarliest(t) == 0 || zbtEarliest(t) > now);
+        long left = 0;
+        for (int more = zbtFirst(t, c); more; more = zbtNext(c)) {
+            assert_true(c->when == 0 || c->when > now);
+            left += c->when != 0;
+        }
+        assert_int_equal(zbtTimedCount(t), left);
+        assert_int_equal(d.n + left, timed);
+    }
+    assert_int_equal(zbtTimedCount(t), 0);
+    free(c);
+    zbtFree(t);
+}
+
 /* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
 static long diffOps(long ops) {
     const char *env = getenv("ZBT_DIFF_OPS");
@@ -1024,6 +1104,7 @@ int main(void) {
         cmocka_unit_test(test_dismiss_gives_big_allocations),
         cmocka_unit_test(test_dismiss_index_before_save),
         cmocka_unit_test(test_member_past_4gib),
+        cmocka_unit_test(test_times_through_moves_and_due),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };

@@ -4,7 +4,8 @@
  *
  * Differential testing of the sorted-set engine (src/zbtree.c) against a
  * reference model that cannot be wrong in interesting ways: a sorted array
- * of (score, member) scanned linearly. A stream of bytes drives both, one
+ * of (score, member, time) scanned linearly, with a clock the stream moves
+ * on for the entries' times. A stream of bytes drives both, one
  * operation at a time, and every result is compared. The cmocka test feeds
  * it bytes from a seeded generator, the libFuzzer target its inputs.
  *
@@ -28,6 +29,7 @@ typedef struct mEntry {
     double score;
     unsigned char *m;
     size_t len;
+    uint64_t when; /* 0: none */
 } mEntry;
 
 typedef struct model {
@@ -54,7 +56,7 @@ static long mFind(const model *md, const unsigned char *m, size_t len) {
     return -1;
 }
 
-static void mInsert(model *md, double score, const unsigned char *m, size_t len) {
+static void mInsert(model *md, double score, const unsigned char *m, size_t len, uint64_t when) {
     if (md->n == md->cap) {
         md->cap = md->cap * 2 + 16;
         md->e = realloc(md->e, md->cap * sizeof(mEntry));
@@ -66,6 +68,7 @@ static void mInsert(model *md, double score, const unsigned char *m, size_t len)
     md->e[i].m = malloc(len ? len : 1);
     memcpy(md->e[i].m, m, len);
     md->e[i].len = len;
+    md->e[i].when = when;
     md->n++;
 }
 
@@ -186,7 +189,21 @@ typedef struct diffState {
     unsigned long ops;
     int defragging;    /* A defrag in steps is under way, */
     uint32_t defragAt; /* to go on from this leaf id. */
+    uint64_t now;      /* The clock of the entries' times. */
+    model due;         /* What zbtDue handed out. */
 } diffState;
+
+static void diffTakeDue(void *ctx, const unsigned char *m, size_t len, double score, uint64_t when) {
+    mInsert(ctx, score, m, len, when);
+}
+
+/* A time near the clock, past or to come, often shared; now and then the
+ * last one there is. */
+static uint64_t rdTime(reader *r, uint64_t now) {
+    uint8_t b = rdByte(r);
+    if (b == 255) return ZBT_TIME_MAX;
+    return now + b % 64 - 16;
+}
 
 /* Compares the engine's entries from cursor c on, k of them, with the
  * model's from index i, forwards or backwards. */
@@ -196,6 +213,7 @@ static const char *diffWalk(diffState *st, zbtCursor *c, long i, int k, int back
         DIFF_EXPECT(c->len == e->len && memcmp(c->member, e->m, e->len) == 0, "walk member", j, i);
         DIFF_EXPECT(memcmp(&c->score, &e->score, sizeof(double)) == 0, "walk score bits", j, i);
         DIFF_EXPECT(zbtCursorRank(c) == (unsigned long)i, "walk rank", zbtCursorRank(c), i);
+        DIFF_EXPECT(c->when == e->when, "walk time", c->when, e->when);
         i += back ? -1 : 1;
         int more = back ? zbtPrev(c) : zbtNext(c);
         DIFF_EXPECT(more == (i >= 0 && (size_t)i < st->md.n), "walk end", more, i);
@@ -264,7 +282,7 @@ static const char *diffStep(diffState *st, reader *r) {
     unsigned char mb[400], lb1[400], lb2[400];
     zbt *t = st->t;
     model *md = &st->md;
-    uint8_t op = rdByte(r) % 16;
+    uint8_t op = rdByte(r) % 19;
     st->ops++;
     if (st->defragging) {
         st->defragAt = zbtDefragLeaves(t, st->defragAt, rdByte(r) % 4 + 1, diffMove);
@@ -282,7 +300,7 @@ static const char *diffStep(diffState *st, reader *r) {
         else ret = zbtScoreOrMiss(t, mb, len, &old, &miss) ? ZBT_ERR_DUP : zbtInsertMissing(t, s, mb, len, &miss);
         long i = mFind(md, mb, len);
         DIFF_EXPECT(ret == (i >= 0 ? ZBT_ERR_DUP : ZBT_OK), "insert", ret, i);
-        if (i < 0) mInsert(md, s, mb, len);
+        if (i < 0) mInsert(md, s, mb, len, 0);
         break;
     }
     case 3: { /* delete */
@@ -304,8 +322,9 @@ static const char *diffStep(diffState *st, reader *r) {
         long i = mFind(md, mb, len);
         DIFF_EXPECT(ret == (i >= 0), "update", ret, i);
         if (i >= 0) {
+            uint64_t when = md->e[i].when;
             mRemoveAt(md, (size_t)i);
-            mInsert(md, s, mb, len);
+            mInsert(md, s, mb, len, when);
         }
         break;
     }
@@ -407,14 +426,15 @@ static const char *diffStep(diffState *st, reader *r) {
         for (int j = 0; j < k; j++) {
             double s = rdScore(r);
             size_t len = rdMember(r, md, mb);
-            int ret = zbtAppend(t, s, mb, len);
+            uint64_t when = rdByte(r) < 64 ? rdTime(r, st->now) : 0;
+            int ret = when ? zbtAppendTimed(t, s, mb, len, when) : zbtAppend(t, s, mb, len);
             long i = mFind(md, mb, len);
             int before = md->n == 0 || mCmp(s, mb, len, md->e[0].score, md->e[0].m, md->e[0].len) < 0;
             int after = md->n == 0 ||
                         mCmp(s, mb, len, md->e[md->n - 1].score, md->e[md->n - 1].m, md->e[md->n - 1].len) > 0;
             if (ret == ZBT_OK) {
                 DIFF_EXPECT(i < 0 && (before || after), "append accepted", ret, i);
-                mInsert(md, s, mb, len);
+                mInsert(md, s, mb, len, when);
             } else if (ret == ZBT_ERR_DUP) {
                 DIFF_EXPECT(i >= 0, "append duplicate", ret, i);
             } else {
@@ -450,6 +470,61 @@ static const char *diffStep(diffState *st, reader *r) {
         }
         break;
     }
+    case 15:
+    case 16: { /* a member's time: read, set or dropped */
+        size_t len = rdMember(r, md, mb);
+        uint8_t k = rdByte(r);
+        uint64_t when = k < 64 ? 0 : rdTime(r, st->now), old = 7, got = 7;
+        long i = mFind(md, mb, len);
+        int found = zbtTime(t, mb, len, &got);
+        DIFF_EXPECT(found == (i >= 0), "time found", found, i);
+        if (found) DIFF_EXPECT(got == md->e[i].when, "time", got, md->e[i].when);
+        if (k < 32) break;
+        found = zbtSetTime(t, mb, len, when, &old);
+        DIFF_EXPECT(found == (i >= 0), "set time found", found, i);
+        if (found) {
+            DIFF_EXPECT(old == md->e[i].when, "old time", old, md->e[i].when);
+            md->e[i].when = when;
+        }
+        break;
+    }
+    case 17: { /* the clock moves on; due entries go, all or some */
+        st->now += rdByte(r) % 16;
+        size_t max = rdByte(r) < 64 ? rdByte(r) % 8 : SIZE_MAX, due = 0, timed = 0;
+        uint64_t first = 0;
+        for (size_t i = 0; i < md->n; i++) {
+            uint64_t w = md->e[i].when;
+            if (w && w <= st->now) due++;
+            if (w && (!first || w < first)) first = w;
+            timed += w != 0;
+        }
+        DIFF_EXPECT(zbtTimedCount(t) == timed, "timed count", zbtTimedCount(t), timed);
+        /* A bound: never later than a time, but deletes leave it where
+         * it was. */
+        uint64_t earliest = zbtEarliest(t);
+        DIFF_EXPECT(!first || (earliest && earliest <= first), "earliest", earliest, first);
+        size_t got = zbtDue(t, st->now, max, diffTakeDue, &st->due);
+        size_t want = due < max ? due : max;
+        DIFF_EXPECT(got == want && st->due.n == want, "due taken", got, want);
+        for (size_t j = 0; j < st->due.n; j++) {
+            const mEntry *e = &st->due.e[j];
+            long i = mFind(md, e->m, e->len);
+            DIFF_EXPECT(i >= 0 && md->e[i].when == e->when && e->when <= st->now &&
+                            memcmp(&md->e[i].score, &e->score, sizeof(double)) == 0,
+                        "due entry", j, i);
+            mRemoveAt(md, (size_t)i);
+        }
+        mFree(&st->due);
+        if (got < max) {
+            first = 0;
+            for (size_t i = 0; i < md->n; i++)
+                if (md->e[i].when && (!first || md->e[i].when < first)) first = md->e[i].when;
+            earliest = zbtEarliest(t);
+            DIFF_EXPECT((!earliest || earliest > st->now) && (!first || (earliest && earliest <= first)),
+                        "earliest after due", earliest, first);
+        }
+        break;
+    }
     default: { /* NaN is refused and changes nothing */
         size_t len = rdMember(r, md, mb);
         DIFF_EXPECT(zbtInsert(t, NAN, mb, len) == ZBT_ERR_NAN, "insert NaN", 0, 0);
@@ -464,11 +539,13 @@ static const char *diffStep(diffState *st, reader *r) {
 static void diffInit(diffState *st) {
     memset(st, 0, sizeof(*st));
     st->t = zbtCreate(0);
+    st->now = 1000;
 }
 
 static void diffFree(diffState *st) {
     zbtFree(st->t);
     mFree(&st->md);
+    mFree(&st->due);
 }
 
 /* Everything the engine holds equals the model: entries walked in full. */
