@@ -2877,7 +2877,9 @@ static void defragMembers(zbtLeaf *l, void *(*fn)(void *)) {
         decode(l->data + off, prev, &it);
         if (it.ool) {
             unsigned char *moved = fn(it.ool);
-            if (moved) memcpy(l->data + off + it.size - sizeof(void *), &moved, sizeof(void *));
+            /* The pointer ends the entry, or comes before its time. */
+            size_t at = off + it.size - (it.when ? TIME_BYTES : 0) - sizeof(void *);
+            if (moved) memcpy(l->data + at, &moved, sizeof(void *));
         }
         prev = it.score;
         off += it.size;

@@ -592,13 +592,19 @@ static void test_defrag_moves_everything(void **state) {
         }
         zbtInsert(t, (double)(i % 300), m, len);
     }
-    /* Times ride through the moves, and their block moves too. */
+    /* Times ride through the moves, and their block moves too; an
+     * out-of-line member's pointer comes before its time. */
     assert_true(zbtSetTime(t, m, name(m, "defrag-", 777), 5000, NULL));
+    size_t longLen = name(m, "defrag-", 700);
+    memset(m + longLen, 'x', 100);
+    longLen += 100;
+    assert_true(zbtSetTime(t, m, longLen, 6000, NULL));
     size_t bytes = zbtAllocSize(t);
     zbt *moved = zbtDefrag(t, moveAlloc);
     if (moved) t = moved;
     check(t);
     uint64_t when;
+    assert_true(zbtTime(t, m, longLen, &when) && when == 6000);
     assert_true(zbtTime(t, m, name(m, "defrag-", 777), &when) && when == 5000);
     assert_int_equal(zbtEarliest(t), 5000);
     assert_int_equal(zbtAllocSize(t), bytes);
