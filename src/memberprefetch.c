@@ -39,9 +39,6 @@
  * kept until the next batch (prefetchedMember), so that its command takes
  * them instead of working them out again.
  *
- * Active expiry's reclaim of due members (t_member_ttl.c) asks for each
- * member's lines a few members ahead of removing it (prefetchValueMember).
- *
  * It is a hint and nothing else: it reads the keyspace and the values as
  * they are before the queue runs and writes nothing of theirs. A command
  * it misreads (a key a queued SELECT makes another) only costs its lines.
@@ -241,31 +238,6 @@ static void addCommand(memberBatch *b, client *c, const struct serverCommand *cm
         return;
     }
     addTreeMembers(b, v, argv, first, step, end);
-}
-
-/* Asks for the lines a lookup of member m in the big set or sorted set o
- * will read (active expiry's reclaim, t_member_ttl.c, asks a few members
- * ahead of the one it removes). A sorted set's lookup reads two lines one
- * on the other, its index slot and then the leaf that names: the first
- * call (stage 0) asks for the slot, a later one (stage 1), once the slot
- * is in, for the leaf. A set's line comes with the first call. */
-void prefetchValueMember(robj *o, const unsigned char *m, size_t len, int stage) {
-    if (o->encoding != OBJ_ENCODING_BTREE) return;
-    void *v = objectGetVal(o);
-    if (o->type == OBJ_ZSET) {
-        zbt *t = v;
-        if (stage == 0)
-            zbtPrefetchOne(t, m, len);
-        else
-            zbtPrefetchMany(&t, &m, &len, 1);
-    } else if (stage != 0) {
-        return;
-    } else if (ibsIsSet(v)) {
-        long long ll;
-        if (string2ll((const char *)m, len, &ll)) ibsPrefetch(v, ll);
-    } else if (hpsIsSet(v)) {
-        hpsPrefetch(v, storedHash(m, len, 0));
-    }
 }
 
 void prefetchQueuedMembers(client *c) {

@@ -133,14 +133,6 @@ zbt *zsetBtreeDup(zbt *t) {
     return copy;
 }
 
-void zsetBtreeFree(zbt *t) {
-    zbtFree(t);
-}
-
-size_t zsetBtreeAllocSize(zbt *t) {
-    return zbtAllocSize(t);
-}
-
 /* Upstream's lex bounds are sds strings, or shared.minstring/maxstring for
  * - and +; the engine's are byte ranges with an infinity flag. */
 static zbtLexBound lexBound(sds s, int ex) {

@@ -448,10 +448,11 @@ static inline double entryScore(const unsigned char *q, int sc, double prev) {
 
 static inline size_t headBytesOf(uint8_t hdr) { return (HEAD_BYTES_NIBBLES >> (hdrScoreCode(hdr) * 4)) & 15; }
 
-/* The member of the entry at q. Returns the entry's size. The time of a
- * timed entry is only stepped over: an entry without one takes the same
- * instructions as before times were (the flag is read with the length). */
-static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
+/* The member of the entry at q, and the bytes of its time (0 or
+ * TIME_BYTES, which end the entry). Returns the entry's size. An entry
+ * without a time takes the same instructions as before times were: the
+ * flag is read with the length. */
+static inline size_t peekEntry(const unsigned char *q, const unsigned char **m, size_t *len, size_t *timeBytes) {
     uint8_t hdr = q[0], lc = (uint8_t)hdrLenCode(hdr);
     const unsigned char *p = q + headBytesOf(hdr);
     if (lc == LEN_OOL) {
@@ -459,46 +460,38 @@ static inline size_t peekMember(const unsigned char *q, const unsigned char **m,
         memcpy(&l64, p, OOL_LEN_BYTES);
         memcpy((void *)m, p + OOL_LEN_BYTES, sizeof(void *));
         *len = (size_t)(l64 & ~OOL_TIMED);
-        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q) + (l64 >> 63) * TIME_BYTES;
+        *timeBytes = (l64 >> 63) * TIME_BYTES;
+        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q) + *timeBytes;
     }
-    size_t timeBytes = 0;
+    *timeBytes = 0;
     if (lc == LEN_BYTE) {
         uint8_t b = *p++;
         lc = b & (LEN_TIMED - 1);
-        timeBytes = (b >> 7) * TIME_BYTES;
+        *timeBytes = (b >> 7) * TIME_BYTES;
     }
     *len = lc;
     *m = p;
-    return (size_t)(p + lc - q) + timeBytes;
+    return (size_t)(p + lc - q) + *timeBytes;
 }
 
-/* Whether the entry at q has a time. */
-static inline int entryTimed(const unsigned char *q) {
-    uint8_t lc = (uint8_t)hdrLenCode(q[0]);
-    const unsigned char *p = q + headBytesOf(q[0]);
-    if (lc == LEN_BYTE) return *p >> 7;
-    if (lc != LEN_OOL) return 0;
-    uint64_t l64;
-    memcpy(&l64, p, OOL_LEN_BYTES);
-    return (int)(l64 >> 63);
-}
-
-/* The time of the entry at q, whose size is `size`: 0 for none. */
-static inline uint64_t entryTime(const unsigned char *q, size_t size) {
-    if (!entryTimed(q)) return 0;
-    const unsigned char *p = q + size - TIME_BYTES;
-    uint64_t t = 0;
-    for (int i = TIME_BYTES - 1; i >= 0; i--) t = t << 8 | p[i];
-    return t + 1;
+/* The member of the entry at q. Returns the entry's size. */
+static inline size_t peekMember(const unsigned char *q, const unsigned char **m, size_t *len) {
+    size_t timeBytes;
+    return peekEntry(q, m, len, &timeBytes);
 }
 
 static void decode(const unsigned char *p, double prev, item *it) {
-    size_t len;
+    size_t len, timeBytes;
     it->score = entryScore(p, hdrScoreCode(p[0]), prev);
-    it->size = (uint16_t)peekMember(p, &it->m, &len);
+    it->size = (uint16_t)peekEntry(p, &it->m, &len, &timeBytes);
     it->len = len;
     it->ool = hdrLenCode(p[0]) == LEN_OOL ? (unsigned char *)it->m : NULL;
-    it->when = entryTime(p, it->size);
+    it->when = 0;
+    if (timeBytes) {
+        const unsigned char *t = p + it->size - TIME_BYTES;
+        for (int i = TIME_BYTES - 1; i >= 0; i--) it->when = it->when << 8 | t[i];
+        it->when++;
+    }
 }
 
 static inline int cmpMember(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
