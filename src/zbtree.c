@@ -69,10 +69,17 @@
  *
  * An entry with a time (zbtSetTime) sets the top bit of its length: the
  * length byte of code 30, which a shorter member then takes too (inline
- * lengths stop at 64), or bit 63 of an out-of-line length. Six bytes of
- * the time less one (1 .. ZBT_TIME_MAX) follow the rest of the entry:
+ * lengths stop at 64), or bit 63 of an out-of-line length. The time
+ * follows the rest of the entry, in one of two forms that the low bit of
+ * its first byte tells apart:
  *
- *    [hdr] [score] [len | 0x80] [member bytes] [time - 1: 6 bytes]
+ *    [hdr] [score] [len | 0x80] [member bytes] [time]
+ *
+ *    short  4 bytes  (time - base) << 1          time in base .. base + 2^31 - 1
+ *    long   7 bytes  (time - 1) << 1 | 1         any time, 1 .. ZBT_TIME_MAX
+ *
+ * base is the tree's (see "Times"): about a day before the times it holds,
+ * so that times up to about 24 days ahead take the short form.
  *
  * Example: "m:42" with score 42 after "m:41" with score 41 is
  * 0x24 0x01 'm' ':' '4' '2' (D8, length 4, delta 1).
@@ -282,12 +289,14 @@ _Static_assert(sizeof(struct zbt) <= 160, "a tree's struct outgrew its allocatio
 
 /* A timed entry: the top bit of its length (the byte of a LEN_BYTE entry,
  * which a short member takes too then; the eight bytes of an out-of-line
- * one), and TIME_BYTES of time, less one, after the rest of the entry. */
+ * one), and its time after the rest of the entry, short or long. */
 #define LEN_TIMED 0x80
 #define OOL_TIMED (UINT64_C(1) << 63)
-#define TIME_BYTES 6
+#define TIME_SHORT_BYTES 4
+#define TIME_LONG_BYTES 7
+#define TIME_SHORT_SPAN (UINT64_C(1) << (8 * TIME_SHORT_BYTES - 1))
 _Static_assert(ZBT_MAX_INLINE < LEN_TIMED, "an inline length reaches the time flag");
-_Static_assert(ZBT_TIME_MAX == UINT64_C(1) << (8 * TIME_BYTES), "a time outgrew its bytes");
+_Static_assert((ZBT_TIME_MAX - 1) << 1 >> (8 * TIME_LONG_BYTES) == 0, "a time outgrew its long form");
 
 /* An entry's header byte: the score code in bits 7..5, the length code in
  * bits 4..0. */
@@ -364,15 +373,26 @@ static int scoreCode(double prev, double score, uint64_t *delta) {
 
 static const uint8_t scoreBytes[] = {0, 1, 2, 4, 8, 2, 4, 6};
 
-static size_t encodedSize(double prev, double score, size_t len, int ool, int timed) {
-    uint64_t d;
-    size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)] + (timed ? TIME_BYTES : 0);
-    if (ool) return size + OOL_LEN_BYTES + sizeof(void *);
-    return size + (len >= LEN_BYTE || timed) + len;
+static inline uint64_t timeBase(const zbt *t);
+
+/* The bytes of a time's form: 0 for none. */
+static inline size_t timeBytesFor(uint64_t base, uint64_t when) {
+    if (!when) return 0;
+    return when >= base && when - base < TIME_SHORT_SPAN ? TIME_SHORT_BYTES : TIME_LONG_BYTES;
 }
 
-static inline size_t itemSize(double prev, const item *it) {
-    return encodedSize(prev, it->score, it->len, it->ool != NULL, it->when != 0);
+/* The bytes of the time whose first byte is `first`. */
+static inline size_t timeFormBytes(uint8_t first) { return first & 1 ? TIME_LONG_BYTES : TIME_SHORT_BYTES; }
+
+static size_t encodedSize(double prev, double score, size_t len, int ool, size_t timeBytes) {
+    uint64_t d;
+    size_t size = 1 + scoreBytes[scoreCode(prev, score, &d)] + timeBytes;
+    if (ool) return size + OOL_LEN_BYTES + sizeof(void *);
+    return size + (len >= LEN_BYTE || timeBytes) + len;
+}
+
+static inline size_t itemSize(const zbt *t, double prev, const item *it) {
+    return encodedSize(prev, it->score, it->len, it->ool != NULL, timeBytesFor(timeBase(t), it->when));
 }
 
 /* The low n bytes of v, little-endian. */
@@ -380,7 +400,20 @@ static inline void putLow(unsigned char *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static size_t encode(unsigned char *p, double prev, const item *it) {
+static size_t putTime(unsigned char *p, uint64_t base, uint64_t when) {
+    size_t bytes = timeBytesFor(base, when);
+    if (bytes == TIME_SHORT_BYTES) putLow(p, (when - base) << 1, TIME_SHORT_BYTES);
+    else putLow(p, (when - 1) << 1 | 1, TIME_LONG_BYTES);
+    return bytes;
+}
+
+static inline uint64_t getTime(const unsigned char *p, size_t bytes, uint64_t base) {
+    uint64_t v = 0;
+    for (int i = (int)bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+    return bytes == TIME_SHORT_BYTES ? base + (v >> 1) : (v >> 1) + 1;
+}
+
+static size_t encode(const zbt *t, unsigned char *p, double prev, const item *it) {
     uint64_t d = 0;
     int sc = scoreCode(prev, it->score, &d);
     unsigned char *start = p++;
@@ -403,10 +436,7 @@ static size_t encode(unsigned char *p, double prev, const item *it) {
         memcpy(p, it->m, it->len);
         p += it->len;
     }
-    if (it->when) {
-        putLow(p, it->when - 1, TIME_BYTES);
-        p += TIME_BYTES;
-    }
+    if (it->when) p += putTime(p, timeBase(t), it->when);
     return (size_t)(p - start);
 }
 
@@ -448,10 +478,10 @@ static inline double entryScore(const unsigned char *q, int sc, double prev) {
 
 static inline size_t headBytesOf(uint8_t hdr) { return (HEAD_BYTES_NIBBLES >> (hdrScoreCode(hdr) * 4)) & 15; }
 
-/* The member of the entry at q, and the bytes of its time (0 or
- * TIME_BYTES, which end the entry). Returns the entry's size. An entry
- * without a time takes the same instructions as before times were: the
- * flag is read with the length. */
+/* The member of the entry at q, and the bytes of its time (0 for none;
+ * they end the entry). Returns the entry's size. An entry without a time
+ * takes the same instructions as before times were: the flag is read with
+ * the length. */
 static inline size_t peekEntry(const unsigned char *q, const unsigned char **m, size_t *len, size_t *timeBytes) {
     uint8_t hdr = q[0], lc = (uint8_t)hdrLenCode(hdr);
     const unsigned char *p = q + headBytesOf(hdr);
@@ -460,14 +490,15 @@ static inline size_t peekEntry(const unsigned char *q, const unsigned char **m, 
         memcpy(&l64, p, OOL_LEN_BYTES);
         memcpy((void *)m, p + OOL_LEN_BYTES, sizeof(void *));
         *len = (size_t)(l64 & ~OOL_TIMED);
-        *timeBytes = (l64 >> 63) * TIME_BYTES;
-        return (size_t)(p + OOL_LEN_BYTES + sizeof(void *) - q) + *timeBytes;
+        p += OOL_LEN_BYTES + sizeof(void *);
+        *timeBytes = l64 & OOL_TIMED ? timeFormBytes(*p) : 0;
+        return (size_t)(p - q) + *timeBytes;
     }
     *timeBytes = 0;
     if (lc == LEN_BYTE) {
         uint8_t b = *p++;
         lc = b & (LEN_TIMED - 1);
-        *timeBytes = (b >> 7) * TIME_BYTES;
+        if (b & LEN_TIMED) *timeBytes = timeFormBytes(p[lc]);
     }
     *len = lc;
     *m = p;
@@ -480,18 +511,13 @@ static inline size_t peekMember(const unsigned char *q, const unsigned char **m,
     return peekEntry(q, m, len, &timeBytes);
 }
 
-static void decode(const unsigned char *p, double prev, item *it) {
+static void decode(const zbt *t, const unsigned char *p, double prev, item *it) {
     size_t len, timeBytes;
     it->score = entryScore(p, hdrScoreCode(p[0]), prev);
     it->size = (uint16_t)peekEntry(p, &it->m, &len, &timeBytes);
     it->len = len;
     it->ool = hdrLenCode(p[0]) == LEN_OOL ? (unsigned char *)it->m : NULL;
-    it->when = 0;
-    if (timeBytes) {
-        const unsigned char *t = p + it->size - TIME_BYTES;
-        for (int i = TIME_BYTES - 1; i >= 0; i--) it->when = it->when << 8 | t[i];
-        it->when++;
-    }
+    it->when = timeBytes ? getTime(p + it->size - timeBytes, timeBytes, timeBase(t)) : 0;
 }
 
 static inline int cmpMember(const unsigned char *a, size_t al, const unsigned char *b, size_t bl) {
@@ -688,10 +714,10 @@ static leafArena *arenaReserve(zbt *t, uint32_t ids) {
  *
  * A tree whose entries have times (zbtSetTime) keeps beside it
  *
- *    times --> +----------+-------+-----+----------+----------+-----+
- *              | earliest | timed | cap | bound[0] | bound[1] | ... |
- *              +----------+-------+-----+----------+----------+-----+
- *                   8         8      8    8 a leaf id, cap of them
+ *    times --> +----------+-------+------+-----+----------+----------+-----+
+ *              | earliest | timed | base | cap | bound[0] | bound[1] | ... |
+ *              +----------+-------+------+-----+----------+----------+-----+
+ *                   8         8      8      8    8 a leaf id, cap of them
  *
  * bound[id] is no later than the time of any entry of leaf id, and
  * NO_TIME when it has none (or the id is free); earliest is no later than
@@ -701,14 +727,43 @@ static leafArena *arenaReserve(zbt *t, uint32_t ids) {
  * sets them exact again. `timed` counts the entries that have a time.
  *
  * A tree that never had a time has no such block, and its entries no time
- * bytes: it costs what it did before times were. */
+ * bytes: it costs what it did before times were.
+ *
+ * base is what short times count from (see "Entries"): every short time is
+ * in base .. base + 2^31 - 1, as its form says. It moves only when that
+ * stays true without moving an entry:
+ * - A tree holding no time takes base = t - TIME_BASE_SLACK at its next
+ *   time t, so that times given a little before t are short too.
+ * - zbtDue, once it has made earliest exact, takes the earlier of it and
+ *   the clock it was given (new times mostly come after the clock), and
+ *   when that is TIME_REBASE_AFTER or more past base, moves base up to it
+ *   less TIME_BASE_SLACK: every short time is written again where it lies,
+ *   smaller by the same amount, in the same four bytes (rebase). A tree
+ *   whose times move on with the clock, a sliding window's, so keeps its
+ *   times short, for one pass over its timed leaves every three days of
+ *   that clock.
+ * A long time that a new base would let be short stays long until its
+ * entry is encoded again: the size of an entry in place is read from it,
+ * never computed from its fields. */
 #define NO_TIME UINT64_MAX
 
+/* 2^26 ms, 18.6 hours: a time given up to that long before a tree's
+ * first is short too; one up to 2^31 ms (24.8 days) less that after it. */
+#define TIME_BASE_SLACK (UINT64_C(1) << 26)
+
+/* 2^28 ms, 3.1 days: how far the clock may pass base before zbtDue moves
+ * base up. Times up to 24.8 - 3.1 - 0.8 = 20.9 days ahead of the clock
+ * stay short, in a tree whose members come due every few days or more
+ * often. */
+#define TIME_REBASE_AFTER (UINT64_C(1) << 28)
+
 typedef struct zbtTimes {
-    uint64_t earliest, timed;
+    uint64_t earliest, timed, base;
     size_t cap;
     uint64_t bound[];
 } zbtTimes;
+
+static inline uint64_t timeBase(const zbt *t) { return t->times ? t->times->base : 0; }
 
 /* Room for a bound per id below `ids`: grown to the leaf table's
  * capacity, new bounds NO_TIME. */
@@ -720,10 +775,43 @@ static void timesReserve(zbt *t, uint32_t ids) {
     if (!t->times) {
         tm->earliest = NO_TIME;
         tm->timed = 0;
+        tm->base = 0;
     }
     tm->cap = (usable - sizeof(zbtTimes)) / sizeof(uint64_t);
     for (size_t i = cap; i < tm->cap; i++) tm->bound[i] = NO_TIME;
     t->times = tm;
+}
+
+/* Ready to encode the time `when`: the block is there, and a tree that
+ * holds no time takes its base from `when`. */
+static void timesFor(zbt *t, uint64_t when) {
+    timesReserve(t, t->nids);
+    if (t->times->timed == 0) t->times->base = when > TIME_BASE_SLACK ? when - TIME_BASE_SLACK : 0;
+}
+
+/* Moves base up to `base`, no later than any time the tree holds: each
+ * short time is written again in place (see "Times"). */
+static void rebase(zbt *t, uint64_t base) {
+    zbtTimes *tm = t->times;
+    uint64_t by = (base - tm->base) << 1;
+    for (uint32_t id = 1; id < t->nids; id++) {
+        if (tm->bound[id] == NO_TIME) continue;
+        zbtLeaf *l = leafAt(t, id);
+        size_t off = 0;
+        for (int i = 0; i < l->count; i++) {
+            const unsigned char *m;
+            size_t len, timeBytes, size = peekEntry(l->data + off, &m, &len, &timeBytes);
+            if (timeBytes == TIME_SHORT_BYTES) {
+                unsigned char *p = l->data + off + size - TIME_SHORT_BYTES;
+                uint64_t v = 0;
+                for (int b = TIME_SHORT_BYTES - 1; b >= 0; b--) v = v << 8 | p[b];
+                assert(v >= by);
+                putLow(p, v - by, TIME_SHORT_BYTES);
+            }
+            off += size;
+        }
+    }
+    tm->base = base;
 }
 
 /* A time now held in leaf id. */
@@ -858,11 +946,7 @@ static zbtLeaf *leftmostLeaf(void *node, int level) {
     return node;
 }
 
-static double leafFirstScore(const zbtLeaf *l) {
-    item it;
-    decode(l->data, 0.0, &it);
-    return it.score;
-}
+static double leafFirstScore(const zbtLeaf *l) { return entryScore(l->data, hdrScoreCode(l->data[0]), 0.0); }
 
 /* Where an inner node is among its parent's children: where a write found
  * it last, as most stay put for thousands of writes, or else searched for. */
@@ -968,7 +1052,7 @@ static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
     double prev = 0.0;
     for (int i = 0; i < l->count; i++) {
         item it;
-        decode(l->data + off, prev, &it);
+        decode(t, l->data + off, prev, &it);
         hash[i] = memberHash(it.m, it.len);
         zmiPrefetch(t->index, hash[i]);
         prev = it.score;
@@ -1297,12 +1381,12 @@ static void leafRemove(zbt *t, zbtLeaf *l) {
 
 /* Decodes the entries of a leaf into items whose inline members point into
  * buf (a copy of the payload), so the leaf can be rewritten. */
-static int leafItems(const zbtLeaf *l, unsigned char *buf, item *out) {
+static int leafItems(const zbt *t, const zbtLeaf *l, unsigned char *buf, item *out) {
     memcpy(buf, l->data, l->used);
     double prev = 0.0;
     size_t off = 0;
     for (int i = 0; i < l->count; i++) {
-        decode(l->data + off, prev, &out[i]);
+        decode(t, l->data + off, prev, &out[i]);
         if (!out[i].ool) out[i].m = buf + (out[i].m - l->data);
         out[i].from = l->id;
         out[i].off = (uint16_t)off;
@@ -1316,7 +1400,7 @@ static int leafItems(const zbtLeaf *l, unsigned char *buf, item *out) {
  * is the first item of leaf j, cut[used] == n. seq[i] is the size of item i
  * after item i - 1. Returns the leaves used, or -1 when they do not fit in
  * m. */
-static int planLeaves(const item *items, const uint16_t *seq, int n, int m, int *cut) {
+static int planLeaves(const zbt *t, const item *items, const uint16_t *seq, int n, int m, int *cut) {
     size_t remaining = 0;
     for (int i = 0; i < n; i++) remaining += seq[i];
     int start = 0, j = 0;
@@ -1324,7 +1408,7 @@ static int planLeaves(const item *items, const uint16_t *seq, int n, int m, int 
         size_t target = (remaining + (m - j) - 1) / (m - j), bytes = 0, done = 0;
         int i = start;
         while (i < n) {
-            size_t size = i == start ? itemSize(0.0, &items[i]) : seq[i];
+            size_t size = i == start ? itemSize(t, 0.0, &items[i]) : seq[i];
             if (bytes + size > LEAF_PAYLOAD) break;
             if (j < m - 1 && bytes && bytes + size / 2 > target) break;
             bytes += size;
@@ -1349,12 +1433,12 @@ static inline int keepsBytes(const item *items, int i) {
 }
 
 static inline const unsigned char *itemBytes(const item *it) {
-    return it->m + it->len + (it->when ? TIME_BYTES : 0) - it->size;
+    return it->m + it->len + (it->when ? timeFormBytes(it->m[it->len]) : 0) - it->size;
 }
 
-static void itemSeq(const item *items, int n, uint16_t *seq) {
+static void itemSeq(const zbt *t, const item *items, int n, uint16_t *seq) {
     for (int i = 0; i < n; i++)
-        seq[i] = i && keepsBytes(items, i) ? items[i].size : (uint16_t)itemSize(i ? items[i - 1].score : 0.0, &items[i]);
+        seq[i] = i && keepsBytes(items, i) ? items[i].size : (uint16_t)itemSize(t, i ? items[i - 1].score : 0.0, &items[i]);
 }
 
 /* Lays items (sorted, from the leaves src[0..nsrc), in chain order, plus
@@ -1367,7 +1451,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
     uint16_t oldCount[8];
     for (int j = 0; j < nsrc; j++) oldCount[j] = src[j]->count;
     for (int j = 0; j < used; j++) {
-        size_t need = itemSize(0.0, &items[cut[j]]);
+        size_t need = itemSize(t, 0.0, &items[cut[j]]);
         for (int i = cut[j] + 1; i < cut[j + 1]; i++) need += seq[i];
         zbtLeaf *l = tl[j] = j < nsrc ? (src[j] = leafFit(t, src[j], need)) : leafNew(t, need);
         l->run = 0;
@@ -1379,7 +1463,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
                 memcpy(l->data + off, itemBytes(&items[i]), items[i].size);
                 off += items[i].size;
             } else {
-                off += encode(l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
+                off += encode(t, l->data + off, i == cut[j] ? 0.0 : items[i - 1].score, &items[i]);
             }
         }
         l->used = (uint16_t)off;
@@ -1425,8 +1509,8 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
 static void rewrite(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, int m) {
     int cut[8], used;
     uint16_t seq[2 * LEAF_PAYLOAD + 1];
-    itemSeq(items, n, seq);
-    while ((used = planLeaves(items, seq, n, m, cut)) < 0) m++;
+    itemSeq(t, items, n, seq);
+    while ((used = planLeaves(t, items, seq, n, m, cut)) < 0) m++;
     assert(m <= 7);
     layOut(t, src, nsrc, items, n, seq, cut, used);
 }
@@ -1448,8 +1532,8 @@ static void leafRebalance(zbt *t, zbtLeaf *l) {
     int merge = (size_t)src[0]->used + src[1]->used + 16 <= LEAF_PAYLOAD;
     unsigned char buf[2 * LEAF_PAYLOAD];
     item items[2 * LEAF_PAYLOAD];
-    int n = leafItems(src[0], buf, items);
-    n += leafItems(src[1], buf + src[0]->used, items + n);
+    int n = leafItems(t, src[0], buf, items);
+    n += leafItems(t, src[1], buf + src[0]->used, items + n);
     rewrite(t, src, 2, items, n, merge ? 1 : 2);
 }
 
@@ -1459,9 +1543,10 @@ static void leafRebalance(zbt *t, zbtLeaf *l) {
 static int childAtOrBefore(const zbtInner *p, int i, double s, const unsigned char *m, size_t len) {
     if (mins(p)[i] < s) return 1;
     if (mins(p)[i] > s) return 0;
-    item it;
-    decode(leftmostLeaf(kids(p)[i], p->level - 1)->data, 0.0, &it);
-    return cmpMember(it.m, it.len, m, len) <= 0;
+    const unsigned char *em;
+    size_t elen;
+    peekMember(leftmostLeaf(kids(p)[i], p->level - 1)->data, &em, &elen);
+    return cmpMember(em, elen, m, len) <= 0;
 }
 
 /* The leaf where the key is or would go: the last whose first entry is at
@@ -1492,7 +1577,7 @@ typedef struct pos {
 } pos;
 
 /* The first entry of l not before the key; idx == count when none. */
-static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len, pos *p) {
+static int leafSeekKey(const zbt *t, zbtLeaf *l, double s, const unsigned char *m, size_t len, pos *p) {
     p->leaf = l;
     p->prev = 0.0;
     p->off = p->prevOff = 0;
@@ -1502,7 +1587,7 @@ static int leafSeekKey(zbtLeaf *l, double s, const unsigned char *m, size_t len,
         size_t elen, size = peekMember(q, &em, &elen);
         /* Members are compared only from the key's score on. */
         if (score >= s) {
-            decode(q, p->prev, &p->it);
+            decode(t, q, p->prev, &p->it);
             int c = cmpKey(score, em, elen, s, m, len);
             if (c >= 0) return c == 0;
         }
@@ -1540,7 +1625,7 @@ static memberTail tailOf(const unsigned char *m, size_t len) {
  * 20,000 members "m:0".."m:19999": a quarter of the lookup). The scores are
  * carried along: they are deltas. */
 
-static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, memberTail tail, pos *p) {
+static int leafFindMember(const zbt *t, zbtLeaf *l, const unsigned char *m, size_t len, memberTail tail, pos *p) {
     const unsigned char *q = l->data, *prevq = q;
     double prev = 0.0;
     for (int idx = 0, count = l->count; idx < count; idx++) {
@@ -1557,7 +1642,7 @@ static int leafFindMember(zbtLeaf *l, const unsigned char *m, size_t len, member
             p->off = (uint16_t)(q - l->data);
             p->prevOff = (uint16_t)(prevq - l->data);
             p->prev = prev;
-            decode(q, prev, &p->it);
+            decode(t, q, prev, &p->it);
             return 1;
         }
         prev = entryScore(q, hdrScoreCode(q[0]), prev);
@@ -1583,7 +1668,7 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         prefetchLeafHead(l);
         size_t end = offsetof(zbtLeaf, data) + l->used;
         prefetchBytes(l, LEAF_AHEAD, end);
-        if (leafFindMember(l, m, len, tail, p)) return 1;
+        if (leafFindMember(t, l, m, len, tail, p)) return 1;
     }
     return 0;
 }
@@ -1610,7 +1695,7 @@ static void remember(zbt *t, const pos *p, uint64_t h, int hashed) {
 static int lookup(zbt *t, const unsigned char *m, size_t len, uint64_t *h, pos *p) {
     if (t->foundLeaf && t->foundVersion == t->version) {
         zbtLeaf *l = t->foundLeaf;
-        decode(l->data + t->foundOff, t->foundPrev, &p->it);
+        decode(t, l->data + t->foundOff, t->foundPrev, &p->it);
         if (p->it.len == len && memcmp(p->it.m, m, len) == 0) {
             p->leaf = l;
             p->idx = t->foundIdx;
@@ -1648,7 +1733,7 @@ static void cursorSet(zbtCursor *c, zbt *t, const pos *p) {
 static void cursorAt(zbtCursor *c, zbt *t, zbtLeaf *l, int idx) {
     pos p = {.leaf = l, .prev = 0.0, .off = 0};
     for (p.idx = 0;; p.idx++) {
-        decode(l->data + p.off, p.prev, &p.it);
+        decode(t, l->data + p.off, p.prev, &p.it);
         if (p.idx == idx) break;
         p.prev = p.it.score;
         p.prevOff = p.off;
@@ -1696,8 +1781,8 @@ static inline int nextToLast(const zbtLeaf *l, int idx) {
 static inline int inRun(const zbtLeaf *l, int idx) { return (l->run & RUN_STREAK) && nextToLast(l, idx); }
 
 /* leafItems, with `it` put at index idx. */
-static int leafItemsWith(const zbtLeaf *l, unsigned char *buf, item *out, int idx, const item *it) {
-    int k = leafItems(l, buf, out);
+static int leafItemsWith(const zbt *t, const zbtLeaf *l, unsigned char *buf, item *out, int idx, const item *it) {
+    int k = leafItems(t, l, buf, out);
     memmove(out + idx + 1, out + idx, (k - idx) * sizeof(item));
     out[idx] = *it;
     out[idx].from = 0;
@@ -1712,11 +1797,11 @@ static int leafItemsWith(const zbtLeaf *l, unsigned char *buf, item *out, int id
 static int cutRun(zbt *t, pos *p, item *it, unsigned char *bytes, item *items) {
     zbtLeaf *l = p->leaf;
     int ascending = p->idx == (l->run & RUN_INDEX);
-    int n = leafItemsWith(l, bytes, items, p->idx, it);
+    int n = leafItemsWith(t, l, bytes, items, p->idx, it);
     int cut[3] = {0, ascending ? p->idx + 1 : p->idx, n};
     uint16_t seq[LEAF_PAYLOAD + 1];
-    itemSeq(items, n, seq);
-    size_t left = 0, right = itemSize(0.0, &items[cut[1]]);
+    itemSeq(t, items, n, seq);
+    size_t left = 0, right = itemSize(t, 0.0, &items[cut[1]]);
     for (int i = 0; i < cut[1]; i++) left += seq[i];
     for (int i = cut[1] + 1; i < n; i++) right += seq[i];
     if (left > LEAF_PAYLOAD || right > LEAF_PAYLOAD) return 0;
@@ -1740,12 +1825,12 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         l = p->leaf = l->next;
         p->idx = p->off = p->prevOff = 0;
         p->prev = 0.0;
-        decode(l->data, 0.0, &p->it);
+        decode(t, l->data, 0.0, &p->it);
     }
     unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
-    size_t newSize = encode(buf, p->prev, it), oldSize = 0;
+    size_t newSize = encode(t, buf, p->prev, it), oldSize = 0;
     if (p->idx < l->count) {
-        newSize += encode(buf + newSize, it->score, &p->it);
+        newSize += encode(t, buf + newSize, it->score, &p->it);
         oldSize = p->it.size;
     }
     if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
@@ -1769,12 +1854,12 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
      * their index slots, that ascending runs (a queue's producers, each
      * after its own last entry) would move again at their next insert. */
     int atEnd = p->idx == l->count, atFront = p->idx == 0;
-    int frontRoom = atFront && l->prev && l->prev->used + itemSize(0.0, it) + 9 <= LEAF_PAYLOAD;
+    int frontRoom = atFront && l->prev && l->prev->used + itemSize(t, 0.0, it) + 9 <= LEAF_PAYLOAD;
     if (atEnd || (atFront && (!frontRoom || inRun(l, 0)))) {
         /* Whole at the tree's edges: the next inserts likely come here. */
         int edge = atEnd ? !l->next : !l->prev;
-        zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(0.0, it));
-        r->used = (uint16_t)encode(r->data, 0.0, it);
+        zbtLeaf *r = leafNew(t, edge ? LEAF_PAYLOAD : itemSize(t, 0.0, it));
+        r->used = (uint16_t)encode(t, r->data, 0.0, it);
         r->count = 1;
         r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
@@ -1801,8 +1886,8 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
     int n = 0;
     size_t total = 0;
     for (int j = 0; j < nsrc; j++) {
-        n += src[j] == l ? leafItemsWith(l, bytes + total, items + n, p->idx, it)
-                         : leafItems(src[j], bytes + total, items + n);
+        n += src[j] == l ? leafItemsWith(t, l, bytes + total, items + n, p->idx, it)
+                         : leafItems(t, src[j], bytes + total, items + n);
         total += src[j]->used;
     }
     int m = nsrc;
@@ -1836,9 +1921,9 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
     size_t oldSize = p->it.size, newSize = 0;
     if (p->idx + 1 < l->count) {
         item next;
-        decode(l->data + p->off + p->it.size, p->it.score, &next);
+        decode(t, l->data + p->off + p->it.size, p->it.score, &next);
         oldSize += next.size;
-        newSize = encode(buf, p->prev, &next);
+        newSize = encode(t, buf, p->prev, &next);
     }
     if (l->used - oldSize + newSize > leafCap(l)) {
         /* The next entry's new delta takes more than the entry gave back
@@ -1900,7 +1985,7 @@ void zbtFree(zbt *t) {
         double prev = 0.0;
         for (int i = 0; i < l->count; i++) {
             item it;
-            decode(l->data + off, prev, &it);
+            decode(t, l->data + off, prev, &it);
             if (it.ool) zfree(it.ool);
             prev = it.score;
             off += it.size;
@@ -1975,11 +2060,11 @@ static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, u
     item it = {.score = score, .m = m, .len = len, .ool = ool, .when = when};
     if (!ool && len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
     if (when) {
-        timesReserve(t, t->nids);
+        timesFor(t, when);
         t->times->timed++;
     }
     pos p;
-    leafSeekKey(descendKey(t, score, m, len), score, m, len, &p);
+    leafSeekKey(t, descendKey(t, score, m, len), score, m, len, &p);
     insertAt(t, &p, &it, h);
     t->length++;
     return ZBT_OK;
@@ -2032,7 +2117,7 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
 /* Is the entry at p, given a new score, still between its neighbours? Only
  * the neighbour it moves towards can be passed. `next` is the entry after
  * it in its leaf, if any. */
-static int keepsPlace(const pos *p, const item *next, double score) {
+static int keepsPlace(const zbt *t, const pos *p, const item *next, double score) {
     const zbtLeaf *l = p->leaf;
     const unsigned char *m = p->it.m;
     size_t len = p->it.len;
@@ -2041,7 +2126,7 @@ static int keepsPlace(const pos *p, const item *next, double score) {
         if (next)
             after = *next;
         else if (l->next)
-            decode(l->next->data, 0.0, &after);
+            decode(t, l->next->data, 0.0, &after);
         else
             return 1;
         return cmpKey(score, m, len, after.score, after.m, after.len) < 0;
@@ -2052,7 +2137,7 @@ static int keepsPlace(const pos *p, const item *next, double score) {
          * walk over that leaf; such a rare case moves instead. */
         if (p->idx == 0) return l->prev == NULL;
         item before;
-        decode(l->data + p->prevOff, 0.0, &before);
+        decode(t, l->data + p->prevOff, 0.0, &before);
         return cmpKey(p->prev, before.m, before.len, score, m, len) < 0;
     }
     return 1; /* 0.0 and -0.0: equal, so in order either way */
@@ -2087,16 +2172,16 @@ int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
     zbtLeaf *l = p.leaf;
     item next;
     int hasNext = p.idx + 1 < l->count;
-    if (hasNext) decode(l->data + p.off + p.it.size, p.it.score, &next);
-    if (keepsPlace(&p, hasNext ? &next : NULL, score)) {
+    if (hasNext) decode(t, l->data + p.off + p.it.size, p.it.score, &next);
+    if (keepsPlace(t, &p, hasNext ? &next : NULL, score)) {
         /* In place: this entry and the next one's delta. */
         unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
         item now = p.it;
         now.score = score;
-        size_t oldSize = p.it.size, newSize = encode(buf, p.prev, &now);
+        size_t oldSize = p.it.size, newSize = encode(t, buf, p.prev, &now);
         if (hasNext) {
             oldSize += next.size;
-            newSize += encode(buf + newSize, score, &next);
+            newSize += encode(t, buf + newSize, score, &next);
         }
         if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
             /* Grow before moving the tail, shrink after; a score stored
@@ -2147,15 +2232,15 @@ int zbtSetTime(zbt *t, const unsigned char *m, size_t len, uint64_t when, uint64
     if (!found) return 0;
     if (old) *old = p.it.when;
     if (p.it.when == when) return 1;
-    if (when) timesReserve(t, t->nids);
+    if (when) timesFor(t, when);
 
     /* In place when the leaf has room: the entries after it keep their
      * bytes, as a delta depends on scores alone. */
     zbtLeaf *l = p.leaf;
     item now = p.it;
     now.when = when;
-    unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + TIME_BYTES + 16];
-    size_t oldSize = p.it.size, newSize = encode(buf, p.prev, &now);
+    unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + TIME_LONG_BYTES + 16];
+    size_t oldSize = p.it.size, newSize = encode(t, buf, p.prev, &now);
     if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
         if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
         memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
@@ -2187,7 +2272,7 @@ uint8_t *zbtMark(zbt *t) { return &t->mark; }
 static size_t takeDueByRewrite(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
     unsigned char buf[LEAF_PAYLOAD];
     item items[LEAF_PAYLOAD];
-    int n = leafItems(l, buf, items), kept = 0;
+    int n = leafItems(t, l, buf, items), kept = 0;
     size_t taken = 0;
     for (int i = 0; i < n; i++) {
         item *it = &items[i];
@@ -2217,7 +2302,7 @@ static size_t takeDueByRewrite(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbt
  * finds one or two due entries in a leaf, and laying the whole leaf out
  * again (rewrite) for them cost more than finding them. */
 static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
-    unsigned char buf[LEAF_PAYLOAD + 1 + 8 + 1 + ZBT_MAX_INLINE + TIME_BYTES];
+    unsigned char buf[LEAF_PAYLOAD + 1 + 8 + 1 + ZBT_MAX_INLINE + TIME_LONG_BYTES];
     uint16_t dueOff[LEAF_PAYLOAD];
     double duePrev[LEAF_PAYLOAD];
     size_t taken = 0, out = 0, off = 0;
@@ -2226,7 +2311,7 @@ static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDue
     uint64_t bound = NO_TIME;
     for (int i = 0; i < l->count; i++) {
         item it;
-        decode(l->data + off, prev, &it);
+        decode(t, l->data + off, prev, &it);
         if (it.when && it.when <= now && taken < max) {
             dueOff[taken] = (uint16_t)off;
             duePrev[taken++] = prev;
@@ -2235,7 +2320,7 @@ static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDue
             if (it.when && it.when < bound) bound = it.when;
             if (out <= LEAF_PAYLOAD) {
                 if (follows) memcpy(buf + out, l->data + off, it.size);
-                out += follows ? it.size : encode(buf + out, keptPrev, &it);
+                out += follows ? it.size : encode(t, buf + out, keptPrev, &it);
             }
             keptPrev = it.score;
             follows = 1;
@@ -2250,7 +2335,7 @@ static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDue
     uint64_t hash[LEAF_PAYLOAD];
     for (size_t k = 0; k < taken; k++) {
         item it;
-        decode(l->data + dueOff[k], duePrev[k], &it);
+        decode(t, l->data + dueOff[k], duePrev[k], &it);
         fn(ctx, it.m, it.len, it.score, it.when);
         hash[k] = memberHash(it.m, it.len);
         zmiPrefetch(t->index, hash[k]);
@@ -2294,6 +2379,8 @@ size_t zbtDue(zbt *t, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
         tm->earliest = earliest;
         if (earliest > now || taken == max) break;
     }
+    uint64_t floor = tm->earliest < now ? tm->earliest : now;
+    if (tm->timed && floor >= tm->base + TIME_REBASE_AFTER) rebase(t, floor - TIME_BASE_SLACK);
     tend(t);
     return taken;
 }
@@ -2310,14 +2397,14 @@ static void tailLast(zbt *t, item *it, uint16_t *off, double *prev) {
         size_t o = 0;
         double p = 0.0;
         for (int i = 0; i + 1 < l->count; i++) {
-            decode(l->data + o, p, it);
+            decode(t, l->data + o, p, it);
             p = it->score;
             o += it->size;
         }
         *off = (uint16_t)o;
         *prev = p;
     }
-    decode(l->data + *off, *prev, it);
+    decode(t, l->data + *off, *prev, it);
 }
 
 /* Marks l as holding appends not yet counted in its ancestors. */
@@ -2356,7 +2443,7 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
         if (cmpKey(score, m, len, edge.score, edge.m, edge.len) > 0) dir = 1;
     }
     if (!dir && t->appendDir <= 0) {
-        decode(t->head->data, 0.0, &edge);
+        decode(t, t->head->data, 0.0, &edge);
         if (cmpKey(score, m, len, edge.score, edge.m, edge.len) < 0) dir = -1;
     }
     if (!dir) return ZBT_ERR_ORDER;
@@ -2367,7 +2454,7 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
     item it = {.score = score, .m = m, .len = len, .when = when};
     if (len > ZBT_MAX_INLINE) it.m = it.ool = oolCopy(t, m, len);
     if (when) {
-        timesReserve(t, t->nids);
+        timesFor(t, when);
         t->times->timed++;
     }
     t->foundLeaf = NULL; /* appends keep the version (see tailLast) */
@@ -2375,18 +2462,18 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
     t->length++;
     if (dir > 0) {
         zbtLeaf *l = t->tail;
-        size_t size = itemSize(edge.score, &it);
+        size_t size = itemSize(t, edge.score, &it);
         if (l->used + size <= LEAF_PAYLOAD) {
             if (l->used + size > leafCap(l)) l = leafFit(t, l, LEAF_PAYLOAD);
             t->lastOff = l->used;
             t->lastPrev = edge.score;
-            l->used += encode(l->data + l->used, edge.score, &it);
+            l->used += encode(t, l->data + l->used, edge.score, &it);
             l->count++;
             pend(t, l);
         } else {
             settle(t);
             zbtLeaf *r = leafNew(t, LEAF_PAYLOAD);
-            r->used = (uint16_t)encode(r->data, 0.0, &it);
+            r->used = (uint16_t)encode(t, r->data, 0.0, &it);
             r->count = 1;
             leafAttach(t, l, r, 1);
             t->lastOff = 0;
@@ -2402,8 +2489,8 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
 
     zbtLeaf *l = t->head;
     unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
-    size_t size = encode(buf, 0.0, &it);
-    size += encode(buf + size, score, &edge);
+    size_t size = encode(t, buf, 0.0, &it);
+    size += encode(t, buf + size, score, &edge);
     if (l->used - edge.size + size <= LEAF_PAYLOAD) {
         if (l->used - edge.size + size > leafCap(l)) l = leafFit(t, l, LEAF_PAYLOAD);
         memmove(l->data + size, l->data + edge.size, l->used - edge.size);
@@ -2414,7 +2501,7 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
     } else {
         settle(t);
         zbtLeaf *r = leafNew(t, LEAF_PAYLOAD);
-        r->used = (uint16_t)encode(r->data, 0.0, &it);
+        r->used = (uint16_t)encode(t, r->data, 0.0, &it);
         r->count = 1;
         leafAttach(t, l, r, 0);
         l = r;
@@ -2456,7 +2543,7 @@ int zbtSeek(zbt *t, double score, const unsigned char *m, size_t len, zbtCursor 
     if (!t->length) return 0;
     pos p;
     zbtLeaf *l = descendKey(t, score, m, len);
-    leafSeekKey(l, score, m, len, &p);
+    leafSeekKey(t, l, score, m, len, &p);
     if (p.idx == l->count) {
         if (!l->next) return 0;
         l = l->next, p.idx = 0;
@@ -2483,13 +2570,13 @@ static void cursorItem(zbtCursor *c, const item *it) {
 int zbtNext(zbtCursor *c) {
     item it;
     if (c->idx + 1 < c->leaf->count) {
-        decode(c->leaf->data + c->off + c->size, c->score, &it);
+        decode(c->t, c->leaf->data + c->off + c->size, c->score, &it);
         c->off += c->size;
         c->idx++;
     } else {
         if (!c->leaf->next) return 0;
         c->leaf = c->leaf->next;
-        decode(c->leaf->data, 0.0, &it);
+        decode(c->t, c->leaf->data, 0.0, &it);
         c->off = 0;
         c->idx = 0;
     }
@@ -2506,7 +2593,7 @@ static void cursorCache(zbtCursor *c) {
     double prev = 0.0;
     for (int i = 0; i < l->count; i++) {
         item it;
-        decode(l->data + off, prev, &it);
+        decode(c->t, l->data + off, prev, &it);
         c->offs[i] = (uint16_t)off;
         c->scores[i] = it.score;
         prev = it.score;
@@ -2525,7 +2612,7 @@ int zbtPrev(zbtCursor *c) {
     c->idx--;
     c->off = c->offs[c->idx];
     item it;
-    decode(c->leaf->data + c->off, c->idx ? c->scores[c->idx - 1] : 0.0, &it);
+    decode(c->t, c->leaf->data + c->off, c->idx ? c->scores[c->idx - 1] : 0.0, &it);
     cursorItem(c, &it);
     return 1;
 }
@@ -2589,9 +2676,10 @@ static int minGteMin(const zbtInner *p, int i, const void *r) { return gteMin(mi
 static int minLteMax(const zbtInner *p, int i, const void *r) { return lteMax(mins(p)[i], r); }
 
 static int firstMemberTest(const zbtInner *p, int i, const void *r, int max) {
-    item it;
-    decode(leftmostLeaf(kids(p)[i], p->level - 1)->data, 0.0, &it);
-    return max ? lexLteMax(it.m, it.len, r) : lexGteMin(it.m, it.len, r);
+    const unsigned char *em;
+    size_t elen;
+    peekMember(leftmostLeaf(kids(p)[i], p->level - 1)->data, &em, &elen);
+    return max ? lexLteMax(em, elen, r) : lexGteMin(em, elen, r);
 }
 static int firstGteLexMin(const zbtInner *p, int i, const void *r) { return firstMemberTest(p, i, r, 0); }
 static int firstLteLexMax(const zbtInner *p, int i, const void *r) { return firstMemberTest(p, i, r, 1); }
@@ -2641,7 +2729,7 @@ static int itemLteLexMax(const item *it, const void *r) { return lexLteMax(it->m
 static int seekFirst(zbt *t, zbtLeaf *l, entryTest gte, entryTest lte, const void *r, zbtCursor *c) {
     pos p = {.leaf = l, .prev = 0.0, .off = 0};
     for (p.idx = 0; p.idx < l->count; p.idx++) {
-        decode(l->data + p.off, p.prev, &p.it);
+        decode(t, l->data + p.off, p.prev, &p.it);
         if (gte(&p.it, r)) break;
         p.prev = p.it.score;
         p.off += p.it.size;
@@ -2651,7 +2739,7 @@ static int seekFirst(zbt *t, zbtLeaf *l, entryTest gte, entryTest lte, const voi
         p.leaf = l->next;
         p.idx = p.off = 0;
         p.prev = 0.0;
-        decode(p.leaf->data, 0.0, &p.it);
+        decode(t, p.leaf->data, 0.0, &p.it);
     }
     if (!lte(&p.it, r)) return 0;
     cursorSet(c, t, &p);
@@ -2663,7 +2751,7 @@ static int seekLast(zbt *t, zbtLeaf *l, entryTest lte, entryTest gte, const void
     pos p = {.leaf = l, .prev = 0.0, .off = 0}, found = {0};
     int any = 0;
     for (p.idx = 0; p.idx < l->count; p.idx++) {
-        decode(l->data + p.off, p.prev, &p.it);
+        decode(t, l->data + p.off, p.prev, &p.it);
         if (!lte(&p.it, r)) break;
         found = p;
         any = 1;
@@ -2757,7 +2845,7 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
     unsigned char buf[LEAF_PAYLOAD];
     item items[LEAF_PAYLOAD];
     uint64_t hash[LEAF_PAYLOAD];
-    int n = leafItems(l, buf, items);
+    int n = leafItems(t, l, buf, items);
     /* Every slot is asked for before the first goes, so that their misses
      * overlap: a range delete of a leaf's entries (the front of an index
      * of times, t_member_ttl.c) spent 22% of active expiry in zmiRemove
@@ -2849,7 +2937,7 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
         double prev = 0.0;
         for (int k = 0; k < l->count; k++) {
             item it;
-            decode(l->data + off, prev, &it);
+            decode(t, l->data + off, prev, &it);
             if ((uint32_t)(memberHash(it.m, it.len) >> 32) == h32) fn(privdata, it.m, it.len, it.score);
             prev = it.score;
             off += it.size;
@@ -2864,18 +2952,16 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
 /* Moves the out-of-line members of a leaf. */
 static void defragMembers(zbtLeaf *l, void *(*fn)(void *)) {
     size_t off = 0;
-    double prev = 0.0;
     for (int i = 0; i < l->count; i++) {
-        item it;
-        decode(l->data + off, prev, &it);
-        if (it.ool) {
-            unsigned char *moved = fn(it.ool);
+        const unsigned char *m;
+        size_t len, timeBytes, size = peekEntry(l->data + off, &m, &len, &timeBytes);
+        if (hdrLenCode(l->data[off]) == LEN_OOL) {
+            unsigned char *moved = fn((void *)m);
             /* The pointer ends the entry, or comes before its time. */
-            size_t at = off + it.size - (it.when ? TIME_BYTES : 0) - sizeof(void *);
+            size_t at = off + size - timeBytes - sizeof(void *);
             if (moved) memcpy(l->data + at, &moved, sizeof(void *));
         }
-        prev = it.score;
-        off += it.size;
+        off += size;
     }
 }
 
@@ -2937,7 +3023,7 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
             double prev = 0.0;
             for (int i = 0; i < l->count; i++) {
                 item it;
-                decode(l->data + off, prev, &it);
+                decode(t, l->data + off, prev, &it);
                 if (it.ool && zmalloc_size(it.ool) >= min) fn(it.ool, zmalloc_size(it.ool));
                 prev = it.score;
                 off += it.size;
@@ -2982,7 +3068,7 @@ static void statsNode(const zbt *t, void *node, int level, zbtStats *s) {
         double prev = 0.0;
         for (int i = 0; i < l->count; i++) {
             item it;
-            decode(l->data + off, prev, &it);
+            decode(t, l->data + off, prev, &it);
             if (it.ool) s->oolBytes += zmalloc_size(it.ool);
             prev = it.score;
             off += it.size;
@@ -3057,7 +3143,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
     for (int i = 0; i < l->count; i++) {
         item it;
         CHECK(off < l->used, "leaf %u: entries past its used bytes", l->id);
-        decode(l->data + off, prev, &it);
+        decode(t, l->data + off, prev, &it);
         CHECK(!isnan(it.score), "NaN score in leaf %u", l->id);
         if (it.ool) {
             CHECK(it.len > ZBT_MAX_INLINE, "short member out of line in leaf %u", l->id);
@@ -3065,7 +3151,11 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
         } else {
             CHECK(it.len <= ZBT_MAX_INLINE, "long member inline in leaf %u", l->id);
         }
-        CHECK(itemSize(prev, &it) == it.size, "leaf %u: entry %d not in its shortest encoding", l->id, i);
+        /* A long time may be one a later base lets be short (rebase). */
+        size_t timeBytes = timeBytesFor(timeBase(t), it.when);
+        if (it.when && itemSize(t, prev, &it) != it.size) timeBytes = TIME_LONG_BYTES;
+        CHECK(encodedSize(prev, it.score, it.len, it.ool != NULL, timeBytes) == it.size,
+              "leaf %u: entry %d not in its shortest encoding", l->id, i);
         if (st->haveLast) {
             const unsigned char *lm = st->lastOol ? st->lastOol : st->lastMember;
             CHECK(cmpKey(st->lastScore, lm, st->lastLen, it.score, it.m, it.len) < 0,

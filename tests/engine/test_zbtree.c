@@ -1018,10 +1018,10 @@ static void test_times_through_moves_and_due(void **state) {
     for (long i = 0; i < n; i += 3, timed++) assert_true(zbtSetTime(t, m, name(m, "t-", i), 1000 + i % 500, NULL));
     check(t);
     zbtGetStats(t, &after);
-    /* "t-<i>" is 3 to 6 bytes: the length byte and the time, 7 bytes (and
-     * a leaf split by them starts with a whole score). */
-    assert_true(after.payloadUsed - before.payloadUsed >= (size_t)timed * 7);
-    assert_true(after.payloadUsed - before.payloadUsed <= (size_t)timed * 7 + after.leaves * 8);
+    /* "t-<i>" is 3 to 6 bytes: the length byte and the short time, 5
+     * bytes (and a leaf split by them starts with a whole score). */
+    assert_true(after.payloadUsed - before.payloadUsed >= (size_t)timed * 5);
+    assert_true(after.payloadUsed - before.payloadUsed <= (size_t)timed * 5 + after.leaves * 8);
     assert_true(zbtAllocSize(t) > untimed);
     assert_int_equal(zbtTimedCount(t), timed);
     assert_int_equal(zbtEarliest(t), 1000);
@@ -1058,6 +1058,67 @@ static void test_times_through_moves_and_due(void **state) {
         }
         assert_int_equal(zbtTimedCount(t), left);
         assert_int_equal(d.n + left, timed);
+    }
+    assert_int_equal(zbtTimedCount(t), 0);
+    free(c);
+    zbtFree(t);
+}
+
+/* A time's two forms: short (4 bytes) from the tree's base, long (7)
+ * before it or 2^31 ms or more after it; and the base moved up by zbtDue
+ * once the earliest time is days past it, every time read back the same. */
+static void test_time_forms_and_rebase(void **state) {
+    (void)state;
+    const uint64_t day = 86400000, t0 = UINT64_C(1800000000000); /* a 2027 clock */
+    zbt *t = zbtCreate(0);
+    zbtCursor *c = malloc(sizeof(*c));
+    unsigned char m[64];
+    const long n = 3000;
+    for (long i = 0; i < n; i++) zbtInsert(t, (double)i, m, name(m, "f-", i));
+    zbtStats s0, s1, s2;
+    zbtGetStats(t, &s0);
+    /* Times over the next 20 days: all short, 1 + 4 bytes an entry. */
+    for (long i = 0; i < n; i++) assert_true(zbtSetTime(t, m, name(m, "f-", i), t0 + (uint64_t)i * (20 * day / n), NULL));
+    check(t);
+    zbtGetStats(t, &s1);
+    assert_true(s1.payloadUsed - s0.payloadUsed <= (size_t)n * 5 + s1.leaves * 8);
+    /* A tenth 60 days on and a tenth 2 days before the first: long. */
+    for (long i = 0; i < n; i += 5) {
+        uint64_t w = i % 10 ? t0 + 60 * day + (uint64_t)i : t0 - 2 * day - (uint64_t)i;
+        assert_true(zbtSetTime(t, m, name(m, "f-", i), w, NULL));
+    }
+    check(t);
+    zbtGetStats(t, &s2);
+    assert_true(s2.payloadUsed - s1.payloadUsed >= (size_t)(n / 5) * 3);
+    /* The clock moves a day at a time; entries go when due, the base
+     * moves up after them, and every time left reads back as given. */
+    dueSeen d = {0};
+    for (uint64_t now = t0; now < t0 + 70 * day; now += day) {
+        d.now = now;
+        zbtDue(t, now, SIZE_MAX, seeDue, &d);
+        check(t);
+        assert_false(d.bad);
+        for (int more = zbtFirst(t, c); more; more = zbtNext(c)) {
+            long i = (long)c->score;
+            uint64_t w = i % 5 ? t0 + (uint64_t)i * (20 * day / n)
+                               : (i % 10 ? t0 + 60 * day + (uint64_t)i : t0 - 2 * day - (uint64_t)i);
+            assert_true(c->when == w && w > now);
+        }
+        /* New times a week ahead of the clock stay short however far the
+         * clock has gone from the first base. */
+        if (now >= t0 + 30 * day && now < t0 + 31 * day) {
+            zbtGetStats(t, &s1);
+            long k = 0;
+            for (long i = n; i < n + 500; i++, k++) {
+                zbtInsert(t, (double)i, m, name(m, "f-", i));
+                assert_true(zbtSetTime(t, m, name(m, "f-", i), now + 7 * day + (uint64_t)i, NULL));
+            }
+            check(t);
+            zbtGetStats(t, &s2);
+            /* "f-<i>" is 6 bytes: 1 + 1 (score delta) + 6 + 5 a new entry. */
+            assert_true(s2.payloadUsed - s1.payloadUsed <= (size_t)k * 13 + s2.leaves * 8);
+            for (long i = n; i < n + 500; i++) zbtDelete(t, m, name(m, "f-", i), NULL);
+        }
     }
     assert_int_equal(zbtTimedCount(t), 0);
     free(c);
@@ -1111,6 +1172,7 @@ int main(void) {
         cmocka_unit_test(test_dismiss_index_before_save),
         cmocka_unit_test(test_member_past_4gib),
         cmocka_unit_test(test_times_through_moves_and_due),
+        cmocka_unit_test(test_time_forms_and_rebase),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };

@@ -197,12 +197,15 @@ static void diffTakeDue(void *ctx, const unsigned char *m, size_t len, double sc
     mInsert(ctx, score, m, len, when);
 }
 
-/* A time near the clock, past or to come, often shared; now and then the
- * last one there is. */
+/* A time near the clock, past or to come, often shared; now and then one
+ * days before or weeks after it (on both sides of a short time's reach
+ * from the tree's base), or the last one there is. */
 static uint64_t rdTime(reader *r, uint64_t now) {
     uint8_t b = rdByte(r);
     if (b == 255) return ZBT_TIME_MAX;
-    return now + b % 64 - 16;
+    if (b < 192) return now + b % 64 - 16;
+    uint64_t w = now + ((uint64_t)(b % 64) << 26) - (UINT64_C(8) << 26);
+    return w < ZBT_TIME_MAX ? w : ZBT_TIME_MAX;
 }
 
 /* Compares the engine's entries from cursor c on, k of them, with the
@@ -489,7 +492,9 @@ static const char *diffStep(diffState *st, reader *r) {
         break;
     }
     case 17: { /* the clock moves on; due entries go, all or some */
-        st->now += rdByte(r) % 16;
+        uint8_t step = rdByte(r);
+        /* Now and then by days, so that the tree's base moves up. */
+        st->now += step < 240 ? step % 16 : (uint64_t)(step % 16) << 26;
         size_t max = rdByte(r) < 64 ? rdByte(r) % 8 : SIZE_MAX, due = 0, timed = 0;
         uint64_t first = 0;
         for (size_t i = 0; i < md->n; i++) {
@@ -539,7 +544,7 @@ static const char *diffStep(diffState *st, reader *r) {
 static void diffInit(diffState *st) {
     memset(st, 0, sizeof(*st));
     st->t = zbtCreate(0);
-    st->now = 1000;
+    st->now = UINT64_C(1) << 32; /* room for times days before it */
 }
 
 static void diffFree(diffState *st) {
