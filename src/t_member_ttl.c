@@ -789,6 +789,22 @@ static void saddexMember(serverDb *db, robj *set, sds m, int flags, robj *expire
     if (expire) trackKey(db, set);
 }
 
+/* ZADDEX's add: a sorted set in its tree form adds or moves the member and
+ * sets, keeps or drops its time in one write. Returns zsetAdd's. */
+static int zaddexMember(serverDb *db, robj *zset, double score, sds m, int in, int *out, int flags, robj *expire,
+                        mstime_t when) {
+    double newscore;
+    if (zset->encoding != OBJ_ENCODING_BTREE) {
+        if (!zsetAdd(zset, score, m, in, out, &newscore)) return 0;
+        if (!(*out & ZADD_OUT_NOP)) applyAddexTime(db, zset, m, flags, expire, when);
+        return 1;
+    }
+    uint64_t given = expire ? engineTime(when) : (flags & ADDEX_KEEPTTL) ? ZBT_TIME_KEEP : 0;
+    if (!zsetAddTimed(zset, score, m, in, out, &newscore, given)) return 0;
+    if (expire && !(*out & ZADD_OUT_NOP)) trackKey(db, zset);
+    return 1;
+}
+
 /* Replaces the command's vector with `name key [PXAT when | KEEPTTL]
  * MEMBERS n <items>` (items: n members, or n score-member pairs), which
  * replays what happened here whatever the conditions. A command that was
@@ -983,12 +999,10 @@ void zaddexCommand(client *c) {
     for (long long i = 0; i < n; i++) {
         sds m = objectGetVal(c->argv[first + 2 * i + 1]);
         int out = 0;
-        double newscore;
-        if (!zsetAdd(zobj, scores[i], m, in, &out, &newscore)) continue; /* NaN: not without INCR */
+        if (!zaddexMember(c->db, zobj, scores[i], m, in, &out, flags, expire, when)) continue; /* NaN */
         if (out & ZADD_OUT_NOP) continue;
         if (out & ZADD_OUT_ADDED) added++;
         if (out & ZADD_OUT_UPDATED) updated++;
-        applyAddexTime(c->db, zobj, m, flags, expire, when);
         through[nthrough++] = c->argv[first + 2 * i];
         through[nthrough++] = c->argv[first + 2 * i + 1];
     }

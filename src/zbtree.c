@@ -2094,10 +2094,15 @@ int zbtScoreOrMiss(zbt *t, const unsigned char *m, size_t len, double *score, zb
 }
 
 int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss) {
+    return zbtInsertMissingTimed(t, score, m, len, miss, 0);
+}
+
+int zbtInsertMissingTimed(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss,
+                          uint64_t when) {
     if (isnan(score)) return ZBT_ERR_NAN;
-    assert(miss->version == t->version);
+    assert(miss->version == t->version && when <= ZBT_TIME_MAX);
     touch(t);
-    int r = insertNew(t, score, m, len, NULL, miss->hash, 0);
+    int r = insertNew(t, score, m, len, NULL, miss->hash, when);
     tend(t);
     return r;
 }
@@ -2160,47 +2165,64 @@ static void reinsert(zbt *t, pos *p, uint64_t h, double score, uint64_t when) {
     tend(t);
 }
 
-int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
-    if (isnan(score)) return ZBT_ERR_NAN;
-    uint64_t h;
-    pos p;
-    int found = lookup(t, m, len, &h, &p);
-    touch(t); /* settles counts; entries stay where lookup found them */
-    if (!found) return 0;
-    if (sameBits(p.it.score, score)) return 1;
-
-    zbtLeaf *l = p.leaf;
+/* Gives the entry at p (which lookup found, the tree touched since) a new
+ * score and time. In place when it keeps its place between its neighbours
+ * and its leaf has room: the entry is encoded again, and the next one too
+ * when the score changed (its delta did); the entries after them keep
+ * their bytes. Else out and in again, which splits or shares a full leaf
+ * as an insert does. */
+static void rewriteEntry(zbt *t, pos *p, uint64_t h, double score, uint64_t when) {
+    if (when) timesFor(t, when);
+    zbtLeaf *l = p->leaf;
+    int moves = !sameBits(p->it.score, score);
     item next;
-    int hasNext = p.idx + 1 < l->count;
-    if (hasNext) decode(t, l->data + p.off + p.it.size, p.it.score, &next);
-    if (keepsPlace(t, &p, hasNext ? &next : NULL, score)) {
-        /* In place: this entry and the next one's delta. */
-        unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE) + 16];
-        item now = p.it;
+    int hasNext = moves && p->idx + 1 < l->count;
+    if (hasNext) decode(t, l->data + p->off + p->it.size, p->it.score, &next);
+    if (!moves || keepsPlace(t, p, hasNext ? &next : NULL, score)) {
+        unsigned char buf[2 * (1 + 8 + 1 + ZBT_MAX_INLINE + TIME_LONG_BYTES)];
+        item now = p->it;
         now.score = score;
-        size_t oldSize = p.it.size, newSize = encode(t, buf, p.prev, &now);
+        now.when = when;
+        size_t oldSize = p->it.size, newSize = encode(t, buf, p->prev, &now);
         if (hasNext) {
             oldSize += next.size;
             newSize += encode(t, buf + newSize, score, &next);
         }
         if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
-            /* Grow before moving the tail, shrink after; a score stored
+            /* Grow before moving the tail, shrink after; an entry stored
              * in as many bytes as before (a small increment) moves nothing. */
             if (newSize != oldSize) {
                 if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
-                memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
+                memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
                 l->used += newSize - oldSize;
                 l = leafFit(t, l, l->used);
             }
-            memcpy(l->data + p.off, buf, newSize);
-            if (p.idx == 0) fixMin(l, 1);
-            return 1;
+            memcpy(l->data + p->off, buf, newSize);
+            if (moves && p->idx == 0) fixMin(l, 1);
+            if (when) noteTime(t, l->id, when);
+            if (t->times) t->times->timed += (when != 0) - (p->it.when != 0);
+            return;
         }
     }
+    reinsert(t, p, h, score, when);
+}
 
-    /* Elsewhere: out and in again. */
-    reinsert(t, &p, h, score, p.it.when);
+int zbtUpdate(zbt *t, const unsigned char *m, size_t len, double score, uint64_t when) {
+    if (isnan(score)) return ZBT_ERR_NAN;
+    assert(when <= ZBT_TIME_MAX || when == ZBT_TIME_KEEP);
+    uint64_t h;
+    pos p;
+    int found = lookup(t, m, len, &h, &p);
+    touch(t); /* settles counts; entries stay where lookup found them */
+    if (!found) return 0;
+    if (when == ZBT_TIME_KEEP) when = p.it.when;
+    if (sameBits(p.it.score, score) && p.it.when == when) return 1;
+    rewriteEntry(t, &p, h, score, when);
     return 1;
+}
+
+int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score) {
+    return zbtUpdate(t, m, len, score, ZBT_TIME_KEEP);
 }
 
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank) {
@@ -2231,30 +2253,7 @@ int zbtSetTime(zbt *t, const unsigned char *m, size_t len, uint64_t when, uint64
     touch(t); /* settles counts; entries stay where lookup found them */
     if (!found) return 0;
     if (old) *old = p.it.when;
-    if (p.it.when == when) return 1;
-    if (when) timesFor(t, when);
-
-    /* In place when the leaf has room: the entries after it keep their
-     * bytes, as a delta depends on scores alone. */
-    zbtLeaf *l = p.leaf;
-    item now = p.it;
-    now.when = when;
-    unsigned char buf[1 + 8 + 1 + ZBT_MAX_INLINE + TIME_LONG_BYTES + 16];
-    size_t oldSize = p.it.size, newSize = encode(t, buf, p.prev, &now);
-    if (l->used - oldSize + newSize <= LEAF_PAYLOAD) {
-        if (l->used - oldSize + newSize > leafCap(l)) l = leafFit(t, l, l->used - oldSize + newSize);
-        memmove(l->data + p.off + newSize, l->data + p.off + oldSize, l->used - p.off - oldSize);
-        memcpy(l->data + p.off, buf, newSize);
-        l->used += newSize - oldSize;
-        l = leafFit(t, l, l->used);
-        if (when) noteTime(t, l->id, when);
-        t->times->timed += (when != 0) - (p.it.when != 0);
-        return 1;
-    }
-
-    /* The leaf is full: out and in again at the same place, which splits
-     * or shares it as an insert does. */
-    reinsert(t, &p, h, p.it.score, when);
+    if (p.it.when != when) rewriteEntry(t, &p, h, p.it.score, when);
     return 1;
 }
 

@@ -106,10 +106,17 @@ typedef struct zbtMiss {
 
 int zbtScoreOrMiss(zbt *t, const unsigned char *m, size_t len, double *score, zbtMiss *miss);
 int zbtInsertMissing(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss);
+/* The same, the new entry with a time (0: none; see Times below). */
+int zbtInsertMissingTimed(zbt *t, double score, const unsigned char *m, size_t len, const zbtMiss *miss,
+                          uint64_t when);
 /* The member may lie in the tree itself (a cursor's): it is read only
  * before the entry goes. */
 int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score);
 int zbtUpdateScore(zbt *t, const unsigned char *m, size_t len, double score);
+/* A member's score and time at once (ZBT_TIME_KEEP keeps its time; see
+ * Times below): 1 if m is a member, 0 if not, ZBT_ERR_NAN. */
+#define ZBT_TIME_KEEP UINT64_MAX
+int zbtUpdate(zbt *t, const unsigned char *m, size_t len, double score, uint64_t when);
 int zbtRank(zbt *t, const unsigned char *m, size_t len, int reverse, unsigned long *rank);
 
 /* Times: an entry may carry one, 1 .. ZBT_TIME_MAX (the server's expire

@@ -294,16 +294,19 @@ static const char *diffStep(diffState *st, reader *r) {
     switch (op) {
     case 0:
     case 1:
-    case 2: { /* insert; op 2 as ZADD does, through zbtScoreOrMiss */
+    case 2: { /* insert; op 2 as ZADD (and ZADDEX) does, through zbtScoreOrMiss */
         double s = rdScore(r), old;
         size_t len = rdMember(r, md, mb);
+        uint64_t when = op == 2 && rdByte(r) < 96 ? rdTime(r, st->now) : 0;
         zbtMiss miss;
         int ret;
         if (op < 2) ret = zbtInsert(t, s, mb, len);
-        else ret = zbtScoreOrMiss(t, mb, len, &old, &miss) ? ZBT_ERR_DUP : zbtInsertMissing(t, s, mb, len, &miss);
+        else
+            ret = zbtScoreOrMiss(t, mb, len, &old, &miss) ? ZBT_ERR_DUP
+                                                          : zbtInsertMissingTimed(t, s, mb, len, &miss, when);
         long i = mFind(md, mb, len);
         DIFF_EXPECT(ret == (i >= 0 ? ZBT_ERR_DUP : ZBT_OK), "insert", ret, i);
-        if (i < 0) mInsert(md, s, mb, len, 0);
+        if (i < 0) mInsert(md, s, mb, len, when);
         break;
     }
     case 3: { /* delete */
@@ -318,14 +321,16 @@ static const char *diffStep(diffState *st, reader *r) {
         }
         break;
     }
-    case 4: { /* update score */
+    case 4: { /* update score, and now and then the time with it */
         size_t len = rdMember(r, md, mb);
         double s = rdScore(r);
-        int ret = zbtUpdateScore(t, mb, len, s);
+        uint8_t k = rdByte(r);
+        uint64_t given = k < 128 ? ZBT_TIME_KEEP : k < 160 ? 0 : rdTime(r, st->now);
+        int ret = k < 64 ? zbtUpdateScore(t, mb, len, s) : zbtUpdate(t, mb, len, s, given);
         long i = mFind(md, mb, len);
         DIFF_EXPECT(ret == (i >= 0), "update", ret, i);
         if (i >= 0) {
-            uint64_t when = md->e[i].when;
+            uint64_t when = given == ZBT_TIME_KEEP ? md->e[i].when : given;
             mRemoveAt(md, (size_t)i);
             mInsert(md, s, mb, len, when);
         }
