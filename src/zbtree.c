@@ -222,6 +222,18 @@ static inline void prefetchLeafHead(const void *leaf) {
     prefetchBytes(leaf, 0, LEAF_AHEAD);
 }
 
+/* A tree of up to ZBT_INDEX_ON entries has no member index: a lookup
+ * reads its few leaves from the head, as a listpack of upstream's default
+ * size (zset-max-listpack-entries 128) is read, and the index's slots
+ * (about 9 bytes an entry, and a segment's header) are saved. Such trees
+ * are those a listpack could not hold: members over
+ * zset-max-listpack-value, or with times (t_member_ttl.c). The index is
+ * built in one pass when the tree grows past ZBT_INDEX_ON or takes an
+ * out-of-line member (oolCopy), and given back when deletes bring it below
+ * ZBT_INDEX_OFF with none left. */
+#define ZBT_INDEX_ON 128
+#define ZBT_INDEX_OFF 64
+
 /* A leaf below 40% after a delete is merged or evened out with a
  * neighbour; 40% rather than 50% so that a leaf just split in two does not
  * merge back at its next delete. */
@@ -541,7 +553,13 @@ int zbtCompare(double s1, const unsigned char *m1, size_t l1, double s2, const u
 
 static void leafMoved(zbt *t, zbtLeaf *old, zbtLeaf *l);
 
+static void indexBuild(zbt *t);
+
+/* A member's own allocation. Its tree is indexed from then on: a lookup
+ * reads an out-of-line member only where its length matches, and members
+ * of one length each behind a pointer would cost a miss an entry. */
 static unsigned char *oolCopy(zbt *t, const unsigned char *m, size_t len) {
+    if (!t->index) indexBuild(t);
     unsigned char *p = countedAlloc(&t->bytes, len ? len : 1);
     memcpy(p, m, len);
     return p;
@@ -1044,9 +1062,21 @@ static void arenaOff(zbt *t) {
     countedFree(&t->bytes, a);
 }
 
+/* An entry's slot, in a tree that has an index. */
+static inline void indexInsert(zbt *t, uint64_t h, uint32_t id) {
+    if (t->index) zmiInsert(t->index, h, id);
+}
+
+static inline void indexRemove(zbt *t, uint64_t h, uint32_t id) {
+    if (!t->index) return;
+    int ok = zmiRemove(t->index, h, id);
+    assert(ok);
+}
+
 /* Points the index slots of a leaf's entries, which were under id `from`,
  * at the leaf's id. */
 static void repointLeaf(zbt *t, const zbtLeaf *l, uint32_t from) {
+    if (!t->index) return;
     uint64_t hash[ZBT_LEAF_MAX_ENTRIES];
     size_t off = 0;
     double prev = 0.0;
@@ -1127,6 +1157,31 @@ static int pagesShared;
 static inline void tend(zbt *t) {
     uint32_t live = t->nids - 1 - t->nfree;
     if (arenaOf(t) ? live < ZBT_ARENA_OFF || idsToGiveBack(t) : live >= ZBT_ARENA_ON) tendSlow(t);
+    if (!t->index && t->length > ZBT_INDEX_ON) indexBuild(t);
+}
+
+/* Does the tree hold an out-of-line member? */
+static int anyOol(const zbt *t) {
+    for (zbtLeaf *l = t->head; l; l = l->next) {
+        size_t off = 0;
+        for (int i = 0; i < l->count; i++) {
+            const unsigned char *m;
+            size_t len;
+            if (hdrLenCode(l->data[off]) == LEN_OOL) return 1;
+            off += peekMember(l->data + off, &m, &len);
+        }
+    }
+    return 0;
+}
+
+/* After deletes: a tree fallen below ZBT_INDEX_OFF, with no out-of-line
+ * member, gives its index back. */
+static inline void tendShrunk(zbt *t) {
+    tend(t);
+    if (t->index && t->length < ZBT_INDEX_OFF && !anyOol(t)) {
+        zmiFree(t->index);
+        t->index = NULL;
+    }
 }
 
 /* --- Structure: adding and removing children --- */
@@ -1484,7 +1539,7 @@ static void layOut(zbt *t, zbtLeaf **src, int nsrc, item *items, int n, const ui
     uint64_t hash[2 * LEAF_PAYLOAD + 1];
     uint32_t to[2 * LEAF_PAYLOAD + 1];
     int moved = 0;
-    for (int j = 0; j < used; j++) {
+    for (int j = 0; j < used && t->index; j++) {
         for (int i = cut[j]; i < cut[j + 1]; i++) {
             to[i] = tl[j]->id;
             if (items[i].from == to[i]) continue;
@@ -1657,6 +1712,12 @@ static int leafFindMember(const zbt *t, zbtLeaf *l, const unsigned char *m, size
 static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, pos *p) {
     zmiIter iter;
     memberTail tail = tailOf(m, len);
+    if (!t->index) {
+        /* A small tree: each of its few leaves, as a listpack is read. */
+        for (zbtLeaf *l = t->head; l; l = l->next)
+            if (leafFindMember(t, l, m, len, tail, p)) return 1;
+        return 0;
+    }
     const leafArena *a = arenaOf(t);
     for (uint32_t id = zmiFirst(t->index, h, &iter); id; id = zmiNext(&iter)) {
         zbtLeaf *l = leafById(t, a, id);
@@ -1671,6 +1732,20 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
         if (leafFindMember(t, l, m, len, tail, p)) return 1;
     }
     return 0;
+}
+
+/* A tree past ZBT_INDEX_ON entries indexes them all in one pass. */
+static void indexBuild(zbt *t) {
+    t->index = zmiCreate(t->length);
+    for (zbtLeaf *l = t->head; l; l = l->next) {
+        size_t off = 0;
+        for (int i = 0; i < l->count; i++) {
+            const unsigned char *m;
+            size_t len;
+            off += peekMember(l->data + off, &m, &len);
+            zmiInsert(t->index, memberHash(m, len), l->id);
+        }
+    }
 }
 
 void zbtSetPagesShared(int shared) {
@@ -1843,7 +1918,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         addCount(l, 1);
         if (p->idx == 0) fixMin(l, 1);
         if (it->when) noteTime(t, l->id, it->when);
-        zmiInsert(t->index, h, l->id);
+        indexInsert(t, h, l->id);
         p->leaf = l;
         remember(t, p, h, 1);
         return;
@@ -1864,7 +1939,7 @@ static void insertAt(zbt *t, pos *p, item *it, uint64_t h) {
         r->run = runAt(0, l->run & RUN_STREAK);
         leafAttach(t, l, r, atEnd);
         if (it->when) noteTime(t, r->id, it->when);
-        zmiInsert(t->index, h, r->id);
+        indexInsert(t, h, r->id);
         return;
     }
 
@@ -1911,6 +1986,7 @@ static void prefetchNextPop(zbt *t, const zbtLeaf *l, const pos *p) {
     if (p->idx == 0 && l == t->head && l->count) q = l->data;
     else if (p->idx == l->count && l == t->tail && l->count) q = l->data + p->prevOff;
     else return;
+    if (!t->index) return;
     peekMember(q, &m, &len);
     zmiPrefetch(t->index, memberHash(m, len));
 }
@@ -1931,8 +2007,7 @@ static void deleteAt(zbt *t, pos *p, uint64_t h, int keepOol) {
         deleteInLeaf(t, l, p->idx, 1, keepOol);
         return;
     }
-    int ok = zmiRemove(t->index, h, l->id);
-    assert(ok);
+    indexRemove(t, h, l->id);
     if (p->it.when) t->times->timed--;
     if (p->it.ool && !keepOol) countedFree(&t->bytes, p->it.ool);
     memmove(l->data + p->off + newSize, l->data + p->off + oldSize, l->used - p->off - oldSize);
@@ -1963,7 +2038,7 @@ zbt *zbtCreate(size_t expected) {
     t->leaves = countedAlloc(&t->bytes, sizeof(zbtLeaf *) * t->idcap);
     t->nids = 1; /* id 0 means "no leaf" to the index */
     setArena(t, NULL);
-    t->index = zmiCreate(expected);
+    t->index = expected > ZBT_INDEX_ON ? zmiCreate(expected) : NULL;
     zbtLeaf *l = leafNew(t, 64);
     t->root = t->head = t->tail = l;
     return t;
@@ -1998,7 +2073,7 @@ void zbtFree(zbt *t) {
         zfree(a);
     }
     leafTableFree(t);
-    zmiFree(t->index);
+    if (t->index) zmiFree(t->index);
     zfree(t->times);
     zfree(t);
 }
@@ -2009,7 +2084,7 @@ int zbtHeight(const zbt *t) { return t->height; }
 
 const zmi *zbtIndex(const zbt *t) { return t->index; }
 
-size_t zbtAllocSize(const zbt *t) { return t->bytes + zmiAllocSize(t->index); }
+size_t zbtAllocSize(const zbt *t) { return t->bytes + (t->index ? zmiAllocSize(t->index) : 0); }
 
 int zbtFind(zbt *t, const unsigned char *m, size_t len, zbtCursor *c) {
     settle(t);
@@ -2037,11 +2112,17 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
     if (n > ZBT_PREFETCH_MAX) n = ZBT_PREFETCH_MAX;
     uint64_t h[ZBT_PREFETCH_MAX];
     for (size_t i = 0; i < n; i++) {
+        if (!t[i]->index) continue;
         h[i] = memberHash(m[i], len[i]);
         zmiPrefetch(t[i]->index, h[i]);
     }
-    /* A member not in the index (a new one) names no leaf. */
+    /* A member not in the index (a new one) names no leaf; a small tree's
+     * few leaves are scanned from its head. */
     for (size_t i = 0; i < n; i++) {
+        if (!t[i]->index) {
+            prefetchLeafHead(t[i]->head);
+            continue;
+        }
         zmiIter iter;
         uint32_t id = zmiFirst(t[i]->index, h[i], &iter);
         if (id) prefetchLeafHead(leafById(t[i], arenaOf(t[i]), id));
@@ -2052,7 +2133,7 @@ void zbtPrefetchMany(zbt *const *t, const unsigned char *const *m, const size_t 
  * is parsed, and comes in while processCommand runs; the leaf it names
  * cannot be asked for before the slot is read. */
 void zbtPrefetchOne(zbt *t, const unsigned char *m, size_t len) {
-    zmiPrefetch(t->index, memberHash(m, len));
+    if (t->index) zmiPrefetch(t->index, memberHash(m, len));
 }
 
 static int insertNew(zbt *t, double score, const unsigned char *m, size_t len, unsigned char *ool, uint64_t h,
@@ -2115,7 +2196,7 @@ int zbtDelete(zbt *t, const unsigned char *m, size_t len, double *score) {
     if (!found) return 0;
     if (score) *score = p.it.score;
     deleteAt(t, &p, h, 0);
-    tend(t);
+    tendShrunk(t);
     return 1;
 }
 
@@ -2280,8 +2361,7 @@ static size_t takeDueByRewrite(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbt
             continue;
         }
         fn(ctx, it->m, it->len, it->score, it->when);
-        int ok = zmiRemove(t->index, memberHash(it->m, it->len), l->id);
-        assert(ok);
+        if (t->index) indexRemove(t, memberHash(it->m, it->len), l->id);
         if (it->ool) countedFree(&t->bytes, it->ool);
         taken++;
     }
@@ -2336,14 +2416,13 @@ static size_t takeDueInLeaf(zbt *t, zbtLeaf *l, uint64_t now, size_t max, zbtDue
         item it;
         decode(t, l->data + dueOff[k], duePrev[k], &it);
         fn(ctx, it.m, it.len, it.score, it.when);
-        hash[k] = memberHash(it.m, it.len);
-        zmiPrefetch(t->index, hash[k]);
+        if (t->index) {
+            hash[k] = memberHash(it.m, it.len);
+            zmiPrefetch(t->index, hash[k]);
+        }
         if (it.ool) countedFree(&t->bytes, it.ool);
     }
-    for (size_t k = 0; k < taken; k++) {
-        int ok = zmiRemove(t->index, hash[k], l->id);
-        assert(ok);
-    }
+    for (size_t k = 0; k < taken && t->index; k++) indexRemove(t, hash[k], l->id);
     int firstGone = dueOff[0] == 0;
     memcpy(l->data, buf, out);
     l->used = (uint16_t)out;
@@ -2380,7 +2459,7 @@ size_t zbtDue(zbt *t, uint64_t now, size_t max, zbtDueFn fn, void *ctx) {
     }
     uint64_t floor = tm->earliest < now ? tm->earliest : now;
     if (tm->timed && floor >= tm->base + TIME_REBASE_AFTER) rebase(t, floor - TIME_BASE_SLACK);
-    tend(t);
+    tendShrunk(t);
     return taken;
 }
 
@@ -2481,7 +2560,7 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
         }
         t->lastVersion = t->version;
         if (when) noteTime(t, l->id, when);
-        zmiInsert(t->index, h, l->id);
+        indexInsert(t, h, l->id);
         tend(t);
         return ZBT_OK;
     }
@@ -2507,7 +2586,7 @@ int zbtAppendTimed(zbt *t, double score, const unsigned char *m, size_t len, uin
     }
     t->version++; /* the tail's last entry may have moved */
     if (when) noteTime(t, l->id, when);
-    zmiInsert(t->index, h, l->id);
+    indexInsert(t, h, l->id);
     tend(t);
     return ZBT_OK;
 }
@@ -2849,13 +2928,12 @@ static void deleteInLeaf(zbt *t, zbtLeaf *l, int idx, int k, int keepOol) {
      * overlap: a range delete of a leaf's entries (the front of an index
      * of times, t_member_ttl.c) spent 22% of active expiry in zmiRemove
      * one miss after another. */
-    for (int i = idx; i < idx + k; i++) {
+    for (int i = idx; i < idx + k && t->index; i++) {
         hash[i] = memberHash(items[i].m, items[i].len);
         zmiPrefetch(t->index, hash[i]);
     }
     for (int i = idx; i < idx + k; i++) {
-        int ok = zmiRemove(t->index, hash[i], l->id);
-        assert(ok);
+        if (t->index) indexRemove(t, hash[i], l->id);
         if (items[i].when) t->times->timed--;
         if (items[i].ool && !keepOol) countedFree(&t->bytes, items[i].ool);
     }
@@ -2887,7 +2965,7 @@ unsigned long zbtDeleteRankRange(zbt *t, unsigned long start, unsigned long end)
         deleteInLeaf(t, l, (int)rank, (int)k, 0);
         done += k;
     }
-    tend(t);
+    tendShrunk(t);
     return done;
 }
 
@@ -2924,6 +3002,23 @@ static int cmpU64(const void *a, const void *b) {
 
 unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtScanFn fn, void *privdata) {
     if (cursor >= (1ULL << 32)) return 0;
+    if (!t->index) {
+        /* A small tree in one call, as a listpack is scanned: whatever
+         * the cursor (an index dropped since the call before), every
+         * member at least once. */
+        for (zbtLeaf *l = t->head; l; l = l->next) {
+            size_t off = 0;
+            double prev = 0.0;
+            for (int k = 0; k < l->count; k++) {
+                item it;
+                decode(t, l->data + off, prev, &it);
+                fn(privdata, it.m, it.len, it.score);
+                prev = it.score;
+                off += it.size;
+            }
+        }
+        return 0;
+    }
     scanBatch b = {0};
     uint64_t next = zmiScan(t->index, cursor, count ? count : 1, scanCollect, &b);
     /* Each (hash, leaf) once: the members of that leaf with that hash. */
@@ -2989,9 +3084,11 @@ zbt *zbtDefragShell(zbt *t, void *(*fn)(void *)) {
      * move (upstream's defrag moves small allocations only). */
     leafArena *a = arenaOf(t) ? fn(arenaOf(t)) : NULL;
     if (a) setArena(t, a);
-    zmiDefrag(t->index, fn);
-    zmi *ix = fn(t->index);
-    if (ix) t->index = ix;
+    if (t->index) {
+        zmiDefrag(t->index, fn);
+        zmi *ix = fn(t->index);
+        if (ix) t->index = ix;
+    }
     zbtTimes *tm = t->times ? fn(t->times) : NULL;
     if (tm) t->times = tm;
     return fn(t);
@@ -3040,11 +3137,11 @@ void zbtDismiss(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
     for (uint32_t i = 0; i < tableBlocks(t); i++) fn(blocks[i], zmalloc_size(blocks[i]));
     if (zmalloc_size(t->leaves) >= min) fn(t->leaves, zmalloc_size(t->leaves));
     if (t->times && zmalloc_size(t->times) >= min) fn(t->times, zmalloc_size(t->times));
-    zmiDismiss(t->index, min, fn);
+    if (t->index) zmiDismiss(t->index, min, fn);
 }
 
 void zbtDismissIndex(zbt *t, size_t min, void (*fn)(void *ptr, size_t size)) {
-    zmiDismissSegments(t->index, min, fn);
+    if (t->index) zmiDismissSegments(t->index, min, fn);
 }
 
 zbt *zbtDefrag(zbt *t, void *(*fn)(void *)) {
@@ -3085,7 +3182,7 @@ void zbtGetStats(zbt *t, zbtStats *s) {
     memset(s, 0, sizeof(*s));
     statsNode(t, t->root, t->height, s);
     s->height = t->height;
-    s->indexBytes = zmiAllocSize(t->index);
+    s->indexBytes = t->index ? zmiAllocSize(t->index) : 0;
     s->otherBytes = t->bytes - s->leafBytes - s->innerBytes - s->oolBytes;
     s->arenaChunks = arenaOf(t) ? arenaOf(t)->nchunks : 0;
     s->leafIds = t->nids - 1;
@@ -3107,6 +3204,7 @@ typedef struct checkState {
     uint64_t *slots;
     size_t nslots;
     uint64_t timed;
+    unsigned long ool;
     const char *err;
 } checkState;
 
@@ -3147,6 +3245,7 @@ static int checkLeaf(checkState *st, zbtLeaf *l, unsigned long *count, double *m
         if (it.ool) {
             CHECK(it.len > ZBT_MAX_INLINE, "short member out of line in leaf %u", l->id);
             st->bytes += zmalloc_size(it.ool);
+            st->ool++;
         } else {
             CHECK(it.len <= ZBT_MAX_INLINE, "long member inline in leaf %u", l->id);
         }
@@ -3268,6 +3367,11 @@ static int checkAll(checkState *st) {
     }
     st->bytes += zmalloc_size(t) + leafTableBytes(t);
     CHECK(st->bytes == t->bytes, "allocated bytes %zu, counted %zu", t->bytes, st->bytes);
+    if (!t->index) {
+        CHECK(t->length <= ZBT_INDEX_ON, "%lu entries without an index", t->length);
+        CHECK(st->ool == 0, "%lu out-of-line members without an index", st->ool);
+        return 1;
+    }
     const char *ixErr = zmiCheck(t->index);
     CHECK(!ixErr, "index: %s", ixErr);
     CHECK(zmiCount(t->index) == t->length, "index holds %zu slots for %lu entries", zmiCount(t->index), t->length);

@@ -456,6 +456,7 @@ int zmiRepoint(zmi *ix, uint64_t hash, uint32_t from, uint32_t to) {
 
 void zmiGetStats(const zmi *ix, zmiStats *st) {
     memset(st, 0, sizeof(*st));
+    if (!ix) return; /* a small tree's: none */
     st->entries = ix->count;
     st->bytes = ix->bytes;
     st->depth = ix->depth;

@@ -1125,6 +1125,52 @@ static void test_time_forms_and_rebase(void **state) {
     zbtFree(t);
 }
 
+/* A tree of up to 128 entries has no member index: lookups, updates,
+ * deletes and ZSCAN (one call) work without it; the index is built past
+ * 128 entries and given back under 64; the small tree costs less. */
+static void test_small_tree_without_index(void **state) {
+    (void)state;
+    zbt *t = zbtCreate(0);
+    unsigned char m[64];
+    zbtStats st;
+    for (long i = 0; i < 128; i++) assert_int_equal(zbtInsert(t, (double)(i * 3 % 101), m, name(m, "s", i)), ZBT_OK);
+    check(t);
+    zbtGetStats(t, &st);
+    assert_int_equal(st.indexBytes, 0);
+    size_t small = zbtAllocSize(t);
+    for (long i = 0; i < 128; i++) {
+        double sc;
+        assert_true(zbtScore(t, m, name(m, "s", i), &sc));
+        assert_true(sc == (double)(i * 3 % 101));
+    }
+    assert_false(zbtScore(t, (const unsigned char *)"nobody", 6, &(double){0}));
+    assert_true(zbtUpdateScore(t, m, name(m, "s", 5), 1000.5));
+    assert_true(zbtSetTime(t, m, name(m, "s", 6), 12345, NULL));
+    visits v = {calloc(128, sizeof(long)), 128};
+    assert_true(zbtScan(t, 0, 10, countVisit, &v) == 0);
+    assert_true(zbtScan(t, 12345, 10, countVisit, &v) == 0); /* an index's cursor */
+    for (long i = 0; i < 128; i++) assert_int_equal(v.count[i], 2);
+    free(v.count);
+    check(t);
+    /* Past 128: indexed, and a member costs its slot again. */
+    assert_int_equal(zbtInsert(t, 7.0, m, name(m, "s", 128)), ZBT_OK);
+    check(t);
+    zbtGetStats(t, &st);
+    assert_true(st.indexBytes > 0);
+    assert_true(zbtAllocSize(t) > small + 64 * 8);
+    /* Down to 64: still indexed; under it, not. */
+    for (long i = 0; i < 65; i++) assert_true(zbtDelete(t, m, name(m, "s", i), NULL));
+    check(t);
+    zbtGetStats(t, &st);
+    assert_true(st.indexBytes > 0 && zbtLength(t) == 64);
+    assert_true(zbtDelete(t, m, name(m, "s", 65), NULL));
+    check(t);
+    zbtGetStats(t, &st);
+    assert_int_equal(st.indexBytes, 0);
+    for (long i = 66; i <= 128; i++) assert_true(zbtScore(t, m, name(m, "s", i), &(double){0}));
+    zbtFree(t);
+}
+
 /* ZBT_DIFF_OPS scales the run down (the sanitizer build runs a fifth). */
 static long diffOps(long ops) {
     const char *env = getenv("ZBT_DIFF_OPS");
@@ -1173,6 +1219,7 @@ int main(void) {
         cmocka_unit_test(test_member_past_4gib),
         cmocka_unit_test(test_times_through_moves_and_due),
         cmocka_unit_test(test_time_forms_and_rebase),
+        cmocka_unit_test(test_small_tree_without_index),
         cmocka_unit_test(test_differential_million_ops),
         cmocka_unit_test(test_differential_lex),
     };
