@@ -3006,17 +3006,8 @@ unsigned long long zbtScan(zbt *t, unsigned long long cursor, size_t count, zbtS
         /* A small tree in one call, as a listpack is scanned: whatever
          * the cursor (an index dropped since the call before), every
          * member at least once. */
-        for (zbtLeaf *l = t->head; l; l = l->next) {
-            size_t off = 0;
-            double prev = 0.0;
-            for (int k = 0; k < l->count; k++) {
-                item it;
-                decode(t, l->data + off, prev, &it);
-                fn(privdata, it.m, it.len, it.score);
-                prev = it.score;
-                off += it.size;
-            }
-        }
+        zbtCursor c;
+        for (int more = zbtFirst(t, &c); more; more = zbtNext(&c)) fn(privdata, c.member, c.len, c.score);
         return 0;
     }
     scanBatch b = {0};
