@@ -371,6 +371,34 @@ start_server {tags {"fork" "set"}} {
         }
     } {} {needs:debug}
 
+    test {A sorted set of up to 128 members with times has no member index} {
+        # A time moves a small key to its tree; up to 128 members that tree
+        # reads its leaves for a lookup, as a listpack is read. ZSCAN gives
+        # them all in one call.
+        r flushall
+        r zaddex z EX 100 MEMBERS 100 {*}[concat {*}[lmap i [fst_range 0 99] {list $i m$i}]]
+        assert_match {*index_bytes:0*} [r debug btree z]
+        set small [r memory usage z]
+        foreach i [fst_range 0 99] {
+            assert_equal $i [r zscore z m$i]
+            assert_equal $i [r zrank z m$i]
+        }
+        lassign [r zscan z 0 count 10] cursor items
+        assert_equal 0 $cursor
+        assert_equal 200 [llength $items]
+        assert_equal OK [r debug btree z check]
+        # Past 128 the index is built; under 64 it goes again.
+        r zadd z {*}[concat {*}[lmap i [fst_range 100 128] {list $i m$i}]]
+        assert_no_match {*index_bytes:0*} [r debug btree z]
+        assert {[r memory usage z] > $small + 29 * 16 + 500}
+        assert_equal OK [r debug btree z check]
+        r zrem z {*}[lmap i [fst_range 0 65] {format m$i}]
+        assert_equal 63 [r zcard z]
+        assert_match {*index_bytes:0*} [r debug btree z]
+        assert_equal 100 [r zscore z m100]
+        assert_equal OK [r debug btree z check]
+    } {} {needs:debug}
+
     test {Corrupt RESTORE payloads of a set with times are rejected} {
         r flushall
         r sadd s a b c
