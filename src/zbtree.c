@@ -412,6 +412,13 @@ static inline void putLow(unsigned char *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* The n bytes at p, little-endian. */
+static inline uint64_t getLow(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
 static size_t putTime(unsigned char *p, uint64_t base, uint64_t when) {
     size_t bytes = timeBytesFor(base, when);
     if (bytes == TIME_SHORT_BYTES) putLow(p, (when - base) << 1, TIME_SHORT_BYTES);
@@ -420,8 +427,7 @@ static size_t putTime(unsigned char *p, uint64_t base, uint64_t when) {
 }
 
 static inline uint64_t getTime(const unsigned char *p, size_t bytes, uint64_t base) {
-    uint64_t v = 0;
-    for (int i = (int)bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+    uint64_t v = getLow(p, (int)bytes);
     return bytes == TIME_SHORT_BYTES ? base + (v >> 1) : (v >> 1) + 1;
 }
 
@@ -821,8 +827,7 @@ static void rebase(zbt *t, uint64_t base) {
             size_t len, timeBytes, size = peekEntry(l->data + off, &m, &len, &timeBytes);
             if (timeBytes == TIME_SHORT_BYTES) {
                 unsigned char *p = l->data + off + size - TIME_SHORT_BYTES;
-                uint64_t v = 0;
-                for (int b = TIME_SHORT_BYTES - 1; b >= 0; b--) v = v << 8 | p[b];
+                uint64_t v = getLow(p, TIME_SHORT_BYTES);
                 assert(v >= by);
                 putLow(p, v - by, TIME_SHORT_BYTES);
             }
