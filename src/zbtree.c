@@ -1718,9 +1718,19 @@ static int findMember(zbt *t, const unsigned char *m, size_t len, uint64_t h, po
     zmiIter iter;
     memberTail tail = tailOf(m, len);
     if (!t->index) {
-        /* A small tree: each of its few leaves, as a listpack is read. */
-        for (zbtLeaf *l = t->head; l; l = l->next)
+        /* A small tree: each of its few leaves, as a listpack is read. Its
+         * leaves are apart where a listpack is one run of bytes that the
+         * hardware streams in, so each is asked for whole before it is
+         * read, and the next one's head while it is (without: 65% of the
+         * scan's samples waited on a leaf's header or its lines, in a rate
+         * limiter of 10,000 keys of 100 members). */
+        zbtLeaf *l = t->head;
+        if (l) prefetchLeafHead(l);
+        for (; l; l = l->next) {
+            prefetchBytes(l, LEAF_AHEAD, offsetof(zbtLeaf, data) + l->used);
+            if (l->next) prefetchLeafHead(l->next);
             if (leafFindMember(t, l, m, len, tail, p)) return 1;
+        }
         return 0;
     }
     const leafArena *a = arenaOf(t);
