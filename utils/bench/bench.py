@@ -1962,8 +1962,10 @@ W_TEXT = {
     "W9": "`SET doc:<n> <json> EX 86400` for 0.5–2 KB documents of three schemas in turn (profiles, product "
           "records, events; `utils/bench/w9docs.py`), their texts fortunes quotes and names and iso-codes' "
           "countries, regions, currencies and languages, their ids, numbers and times random; sent with "
-          "`valkey-cli --pipe`. Ours holds them compressed once its background pass has run (the bench runs "
-          "it to its end). Target (issue #46): ≤ 0.3× the reference's bytes per document.",
+          "`valkey-cli --pipe`. Ours holds them compressed only with `string-compression yes`, which is off "
+          "by default, so these rows are without it (docs/engine.md part 7 has the figures with it); with it "
+          "on, the bench runs the background pass to its end first. Target (issue #46): ≤ 0.3× the "
+          "reference's bytes per document.",
     "W1": "One sorted set; `ZADD key i m:{i}` for i = 0 … N−1 in pipelines of 250,000 commands; "
           "`INFO memory cpu` rides in the stream after every sample interval. Published (Graviton4): "
           "Valkey 8.1 3.77 GB at 50M (≈ 75 bytes per member), 8.0 4.83 GB.",
