@@ -52,6 +52,7 @@
 #include "server.h"
 #include "expire.h"
 #include "hpset.h"
+#include "memberttl.h"
 #include "rdb.h"
 #include "strcomp.h"
 
@@ -400,21 +401,12 @@ const char *memberTtlCheck(robj *o) {
 
 /* --- Arguments --- */
 
-/* Whether argument s is the option `name` (lower-case letters), in any
- * case: the lengths first, which settles most misses without a call. */
-static inline int optIs(sds s, const char *name) {
-    size_t len = strlen(name);
-    if (sdslen(s) != len) return 0;
-    for (size_t i = 0; i < len; i++)
-        if ((s[i] | 0x20) != name[i]) return 0;
-    return 1;
-}
 
 /* Parses `MEMBERS nummembers member...` at argv[at] (the STTL family and
  * SPERSIST: the block is the command's last). Returns the index of the
  * first member, or 0 after an error reply. */
 static int parseFixedMembers(client *c, int at, long long *n) {
-    if (at >= c->argc || !optIs(objectGetVal(c->argv[at]), "members")) {
+    if (at >= c->argc || !memberTtlOptIs(objectGetVal(c->argv[at]), "members")) {
         addReplyError(c, "Mandatory argument MEMBERS is missing or not at the right position");
         return 0;
     }
@@ -495,12 +487,12 @@ static void expireGeneric(client *c, memberKind *k, mstime_t basetime, int unit)
     long long n = 0;
     for (int j = 3; j < c->argc;) {
         sds opt = objectGetVal(c->argv[j]);
-        int flag = optIs(opt, "nx")   ? EXPIRE_NX
-                   : optIs(opt, "xx") ? EXPIRE_XX
-                   : optIs(opt, "gt") ? EXPIRE_GT
-                   : optIs(opt, "lt") ? EXPIRE_LT
+        int flag = memberTtlOptIs(opt, "nx")   ? EXPIRE_NX
+                   : memberTtlOptIs(opt, "xx") ? EXPIRE_XX
+                   : memberTtlOptIs(opt, "gt") ? EXPIRE_GT
+                   : memberTtlOptIs(opt, "lt") ? EXPIRE_LT
                                             : 0;
-        if (optIs(opt, "members")) {
+        if (memberTtlOptIs(opt, "members")) {
             if (parseMembersBlock(c, &j, &first, &n, "Parameter `numMembers` should be greater than 0") != C_OK)
                 return;
         } else if (flag) {
@@ -715,7 +707,7 @@ static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, c
     mstime_t basetime = 0;
     for (int j = 2; j < c->argc;) {
         sds opt = objectGetVal(c->argv[j]);
-        if (optIs(opt, "members")) {
+        if (memberTtlOptIs(opt, "members")) {
             long long count;
             int at = j;
             if (parseMembersBlock(c, &j, first, &count, badcount) != C_OK) return C_ERR;
@@ -730,9 +722,9 @@ static int parseAddexOptions(client *c, ownOptionFn own, void *ctx, int pairs, c
             *n = count;
             continue;
         }
-        int ex = optIs(opt, "ex") || optIs(opt, "px") || optIs(opt, "exat") ||
-                 optIs(opt, "pxat");
-        if (ex || optIs(opt, "keepttl")) {
+        int ex = memberTtlOptIs(opt, "ex") || memberTtlOptIs(opt, "px") || memberTtlOptIs(opt, "exat") ||
+                 memberTtlOptIs(opt, "pxat");
+        if (ex || memberTtlOptIs(opt, "keepttl")) {
             if (*expire || (*flags & ADDEX_KEEPTTL)) {
                 addReplyError(c, "Only one of EX, PX, EXAT, PXAT or KEEPTTL arguments can be specified");
                 return C_ERR;
@@ -816,7 +808,7 @@ static int zaddexMember(serverDb *db, robj *zset, double score, sds m, int in, i
 static void rewriteAddex(client *c, robj **name, const char *namestr, int flags, robj *expire, mstime_t when,
                          robj **items, long long n, int per, int first) {
     if (first == 6 && c->argc == 6 + n * per && expire && expire == c->argv[3]) {
-        if (optIs(objectGetVal(c->argv[2]), "pxat")) return;
+        if (memberTtlOptIs(objectGetVal(c->argv[2]), "pxat")) return;
         robj *t = createStringObjectFromLongLong(when);
         rewriteClientCommandArgument(c, 2, sharedName(&pxat_arg, "PXAT"));
         rewriteClientCommandArgument(c, 3, t);
@@ -846,7 +838,7 @@ static void rewriteAddex(client *c, robj **name, const char *namestr, int flags,
 static int saddexOption(client *c, int j, void *ctx) {
     int *flags = ctx;
     sds opt = objectGetVal(c->argv[j]);
-    int cond = optIs(opt, "mnx") ? ADDEX_MNX : optIs(opt, "mxx") ? ADDEX_MXX : 0;
+    int cond = memberTtlOptIs(opt, "mnx") ? ADDEX_MNX : memberTtlOptIs(opt, "mxx") ? ADDEX_MXX : 0;
     if (!cond) return 0;
     if (*flags & (ADDEX_MNX | ADDEX_MXX)) {
         addReplyError(c, "Only one of MXX or MNX arguments can be specified");
@@ -918,11 +910,11 @@ void saddexCommand(client *c) {
 static int zaddexOption(client *c, int j, void *ctx) {
     int *zflags = ctx;
     sds opt = objectGetVal(c->argv[j]);
-    int f = optIs(opt, "nx")   ? ZADD_IN_NX
-            : optIs(opt, "xx") ? ZADD_IN_XX
-            : optIs(opt, "gt") ? ZADD_IN_GT
-            : optIs(opt, "lt") ? ZADD_IN_LT
-            : optIs(opt, "ch") ? ZADDEX_CH
+    int f = memberTtlOptIs(opt, "nx")   ? ZADD_IN_NX
+            : memberTtlOptIs(opt, "xx") ? ZADD_IN_XX
+            : memberTtlOptIs(opt, "gt") ? ZADD_IN_GT
+            : memberTtlOptIs(opt, "lt") ? ZADD_IN_LT
+            : memberTtlOptIs(opt, "ch") ? ZADDEX_CH
                                      : 0;
     *zflags |= f;
     return f ? 1 : 0;

@@ -2071,7 +2071,7 @@ zbt *zbtCreate(size_t expected) {
     memset(t, 0, sizeof(*t));
     t->bytes = usable;
     /* Two ids (0 is never a leaf's) for a tree that starts with one leaf
-     * and no index: a set of a few members with times, which a listpack
+     * and no index: a sorted set of a few members with times, which a listpack
      * cannot hold, pays for no more. */
     t->idcap = expected > ZBT_INDEX_ON ? 8 : 2;
     t->leaves = countedAlloc(&t->bytes, sizeof(zbtLeaf *) * t->idcap);
